@@ -1,0 +1,123 @@
+package fxstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+)
+
+// ErrKindNotServed is wrapped by Bind's error when the API server does not
+// serve a store's kind.
+var ErrKindNotServed = errors.New("kind not served by the API server; is the CRD installed?")
+
+// AccessError reports that the API server would refuse a store's list or
+// watch.
+type AccessError struct {
+	User      string
+	Verb      string
+	Resource  string // resource.group
+	Namespace string // empty for all namespaces
+	Reason    string // from the authorizer, if it gave one
+}
+
+func (e *AccessError) Error() string {
+	where := "at cluster scope"
+	if e.Namespace != "" {
+		where = fmt.Sprintf("in namespace %q", e.Namespace)
+	}
+	msg := fmt.Sprintf("forbidden: user %q cannot %s %s %s", e.User, e.Verb, e.Resource, where)
+	if e.Reason != "" {
+		msg += " (" + e.Reason + ")"
+	}
+	return msg + "; grant it with RBAC (the app's rbac command prints the rules it needs)"
+}
+
+// ClusterSource binds stores to a Kubernetes API server. Before a store
+// starts, Bind resolves its kind through discovery and asks the API server
+// (SelfSubjectAccessReview) whether the app may list and watch it, so a
+// missing CRD or RBAC rule fails at once instead of at the sync timeout.
+type ClusterSource struct {
+	client client.WithWatch
+	user   func() string
+}
+
+// NewClusterSource returns a Source for the API server cfg points at. It does
+// no I/O.
+func NewClusterSource(cfg *rest.Config, scheme *k8sruntime.Scheme) (*ClusterSource, error) {
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("http client: %w", err)
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("rest mapper: %w", err)
+	}
+	c, err := client.NewWithWatch(cfg, client.Options{HTTPClient: httpClient, Scheme: scheme, Mapper: mapper})
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	src := &ClusterSource{client: c}
+	src.user = sync.OnceValue(src.whoAmI)
+	return src, nil
+}
+
+// Bind implements Source.
+func (c *ClusterSource) Bind(ctx context.Context, key Key) (Binding, error) {
+	mapping, err := c.client.RESTMapper().RESTMapping(key.Kind.GroupKind(), key.Kind.Version)
+	if meta.IsNoMatchError(err) {
+		return Binding{}, fmt.Errorf("%w (%v)", ErrKindNotServed, err)
+	}
+	if err != nil {
+		return Binding{}, fmt.Errorf("discover kind: %w", err)
+	}
+	if mapping.Scope.Name() != meta.RESTScopeNameNamespace && key.Namespace != "" {
+		return Binding{}, fmt.Errorf("%s is cluster-scoped; leave Spec.Namespace empty", kindString(key.Kind))
+	}
+	gr := mapping.Resource.GroupResource()
+	if err := c.checkAccess(ctx, gr, key.Namespace); err != nil {
+		return Binding{}, err
+	}
+	lw, err := NewListerWatcher(c.client, key)
+	if err != nil {
+		return Binding{}, err
+	}
+	return Binding{ListerWatcher: lw, Resource: gr}, nil
+}
+
+func (c *ClusterSource) checkAccess(ctx context.Context, gr schema.GroupResource, namespace string) error {
+	var errs []error
+	for _, verb := range []string{"list", "watch"} {
+		review := &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: namespace, Verb: verb, Group: gr.Group, Resource: gr.Resource,
+			}},
+		}
+		switch err := c.client.Create(ctx, review); {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("check %s access to %s: %w", verb, gr, err))
+		case !review.Status.Allowed:
+			errs = append(errs, &AccessError{
+				User: c.user(), Verb: verb, Resource: gr.String(), Namespace: namespace, Reason: review.Status.Reason,
+			})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *ClusterSource) whoAmI() string {
+	review := &authenticationv1.SelfSubjectReview{}
+	if err := c.client.Create(context.Background(), review); err != nil {
+		return "(unknown: " + err.Error() + ")"
+	}
+	return review.Status.UserInfo.Username
+}

@@ -1,0 +1,24 @@
+// Package fxstore gives fx modules shared, typed Kubernetes object stores,
+// one per watch spec.
+//
+// A module asks for a store with For, passing a Spec: the kind (from the Go
+// type), namespace, label and field selectors, projection and transform.
+// Equivalent specs (selectors written in another order, say) canonicalise to
+// the same Key, and every request for one Key, from any module, gets a store
+// backed by the same client-go shared informer: one LIST/WATCH and one copy
+// of each object in the process.
+//
+//	func newController(stores *fxstore.Registry) (*controller, error) {
+//		pods, err := fxstore.For[*corev1.Pod](stores, fxstore.Spec{LabelSelector: "app=web"})
+//		...
+//	}
+//
+// Asking for a store does no I/O. The app's lifecycle starts every store at
+// once (Registry.Start), after checking that each kind is served and may be
+// listed and watched, and waits for all of them to sync (Registry.WaitForSync)
+// before any controller runs. Reads before a store has synced return
+// ErrNotSynced rather than a partial answer.
+//
+// Reads return the cached objects without copying them. They are shared by
+// every consumer: never modify one; DeepCopy it first.
+package fxstore

@@ -1,0 +1,189 @@
+package fxstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/watchlist"
+)
+
+// entry is one store: one informer, shared by every request for its key.
+type entry struct {
+	key      Key
+	registry *Registry
+	informer cache.SharedIndexInformer
+	lw       lazyListerWatcher
+
+	// Set before the informer runs and read-only afterwards.
+	resource   schema.GroupResource
+	notSynced  error
+	transform  Transform
+	startedAt  time.Time
+	indexFuncs map[string]uintptr
+
+	synced   atomic.Bool
+	syncedCh chan struct{}
+	received atomic.Int64
+
+	mu         sync.Mutex
+	consumers  []string
+	syncedIn   time.Duration
+	lastErr    error
+	watchFails int64
+}
+
+func newEntry(key Key, example k8sruntime.Object, t Transform, r *Registry) *entry {
+	e := &entry{
+		key:        key,
+		registry:   r,
+		transform:  t,
+		indexFuncs: make(map[string]uintptr),
+		syncedCh:   make(chan struct{}),
+		notSynced:  &StoreError{Key: key, Err: ErrNotSynced},
+	}
+	e.informer = cache.NewSharedIndexInformerWithOptions(&e.lw, example, cache.SharedIndexInformerOptions{
+		Indexers:          cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+		ObjectDescription: key.String(),
+	})
+	// Neither call can fail before the informer has started.
+	_ = e.informer.SetTransform(e.transformObject)
+	_ = e.informer.SetWatchErrorHandlerWithContext(e.watchError)
+	return e
+}
+
+// add records one more request for the store: its consumer and indexes.
+// The registry's lock is held.
+func (e *entry) add(t Transform, req request) error {
+	if fnPtr(t.Func) != fnPtr(e.transform.Func) {
+		return fmt.Errorf("transform %q is already defined with another function; give different transforms different names", t.Name)
+	}
+	added := cache.Indexers{}
+	for _, ix := range req.indexes {
+		switch ptr, ok := e.indexFuncs[ix.name]; {
+		case !ok:
+			added[ix.name] = ix.fn
+		case ptr != ix.fnPtr:
+			return fmt.Errorf("index %q is already defined with another function; give different indexes different names", ix.name)
+		}
+	}
+	if err := e.informer.AddIndexers(added); err != nil {
+		return fmt.Errorf("add indexes: %w", err)
+	}
+	for _, ix := range req.indexes {
+		e.indexFuncs[ix.name] = ix.fnPtr
+	}
+	e.mu.Lock()
+	e.consumers = append(e.consumers, req.consumer)
+	e.mu.Unlock()
+	return nil
+}
+
+func fnPtr(fn any) uintptr {
+	v := reflect.ValueOf(fn)
+	if !v.IsValid() || v.IsNil() {
+		return 0
+	}
+	return v.Pointer()
+}
+
+// bind attaches the store to its source. It runs before the informer starts.
+func (e *entry) bind(b Binding, now time.Time) {
+	e.lw.ListerWatcher = b.ListerWatcher
+	e.resource = b.Resource
+	e.startedAt = now
+}
+
+// awaitSync marks the store synced when the informer's own signal fires.
+func (e *entry) awaitSync(ctx context.Context) {
+	select {
+	case <-e.informer.HasSyncedChecker().Done():
+	case <-ctx.Done():
+		return
+	}
+	d := time.Since(e.startedAt)
+	e.mu.Lock()
+	e.syncedIn = d
+	e.mu.Unlock()
+	e.synced.Store(true)
+	close(e.syncedCh)
+	e.registry.log.Info("store synced", zap.Stringer("store", e.key), zap.Duration("took", d), zap.Int("objects", len(e.informer.GetIndexer().ListKeys())))
+	e.registry.signal()
+}
+
+func (e *entry) transformObject(obj any) (any, error) {
+	e.received.Add(1)
+	if e.key.Projection == Metadata {
+		// The metadata API returns PartialObjectMetadata without the kind.
+		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+			m.SetGroupVersionKind(e.key.Kind)
+		}
+	}
+	if e.transform.Func == nil {
+		return obj, nil
+	}
+	return e.transform.Func(obj)
+}
+
+func (e *entry) watchError(ctx context.Context, r *cache.Reflector, err error) {
+	e.mu.Lock()
+	e.lastErr = err
+	e.watchFails++
+	e.mu.Unlock()
+	if !errors.Is(err, context.Canceled) {
+		e.registry.log.Warn("store list/watch failed; retrying", zap.Stringer("store", e.key), zap.Error(err))
+	}
+	e.registry.signal()
+}
+
+func (e *entry) info() StoreInfo {
+	// indexFuncs is guarded by the registry's lock, which is taken before
+	// the entry's.
+	e.registry.mu.Lock()
+	indexes := slices.Sorted(maps.Keys(e.indexFuncs))
+	e.registry.mu.Unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return StoreInfo{
+		Key:       e.key,
+		Consumers: slices.Clone(e.consumers),
+		Indexes:   indexes,
+		Status: StoreStatus{
+			Synced:       e.synced.Load(),
+			SyncDuration: e.syncedIn,
+			LastError:    e.lastErr,
+		},
+	}
+}
+
+// lazyListerWatcher lets the informer exist, and take handlers and indexers,
+// before the store is bound to a source.
+type lazyListerWatcher struct {
+	cache.ListerWatcher
+}
+
+func (l *lazyListerWatcher) ListWithContext(ctx context.Context, opts metav1.ListOptions) (k8sruntime.Object, error) {
+	return cache.ToListerWatcherWithContext(l.ListerWatcher).ListWithContext(ctx, opts)
+}
+
+func (l *lazyListerWatcher) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	return cache.ToListerWatcherWithContext(l.ListerWatcher).WatchWithContext(ctx, opts)
+}
+
+// IsWatchListSemanticsUnSupported passes on whether the bound source can
+// stream its initial list in a watch.
+func (l *lazyListerWatcher) IsWatchListSemanticsUnSupported() bool {
+	return watchlist.DoesClientNotSupportWatchListSemantics(l.ListerWatcher)
+}

@@ -1,0 +1,293 @@
+package fxstoretest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"go.uber.org/fx"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/fxkube/fxkube/fxstore"
+)
+
+// Source is an in-memory fxstore.Source. It is safe for concurrent use.
+type Source struct {
+	client client.WithWatch
+
+	mu   sync.Mutex
+	hold chan struct{} // while non-nil, lists wait for it to close
+}
+
+var _ fxstore.Source = (*Source)(nil)
+
+// NewSource returns a Source holding objs. Types must be in scheme, except
+// for unstructured objects.
+func NewSource(scheme *k8sruntime.Scheme, objs ...client.Object) *Source {
+	return &Source{client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()}
+}
+
+// Client returns the client holding the source's objects. Creating,
+// updating and deleting through it sends watch events to bound stores.
+func (s *Source) Client() client.WithWatch { return s.client }
+
+// HoldLists makes stores' lists wait until release is called, to keep stores
+// unsynced while a test looks.
+func (s *Source) HoldLists() (release func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hold == nil {
+		s.hold = make(chan struct{})
+	}
+	hold := s.hold
+	return sync.OnceFunc(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		close(hold)
+		if s.hold == hold {
+			s.hold = nil
+		}
+	})
+}
+
+func (s *Source) waitForRelease(ctx context.Context) error {
+	s.mu.Lock()
+	hold := s.hold
+	s.mu.Unlock()
+	if hold == nil {
+		return nil
+	}
+	select {
+	case <-hold:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Bind implements fxstore.Source. Field selectors may use metadata.name and
+// metadata.namespace, as the fake cannot evaluate other fields.
+func (s *Source) Bind(_ context.Context, key fxstore.Key) (fxstore.Binding, error) {
+	fsel, err := fields.ParseSelector(key.FieldSelector)
+	if err != nil {
+		return fxstore.Binding{}, err
+	}
+	for _, r := range fsel.Requirements() {
+		if r.Field != "metadata.name" && r.Field != "metadata.namespace" {
+			return fxstore.Binding{}, fmt.Errorf("fxstoretest: field selector on %q: only metadata.name and metadata.namespace are supported", r.Field)
+		}
+	}
+	lsel, err := labels.Parse(key.LabelSelector)
+	if err != nil {
+		return fxstore.Binding{}, err
+	}
+	scheme := s.client.Scheme()
+	native := key
+	if !scheme.Recognizes(key.Kind) {
+		native.Projection = fxstore.Unstructured
+	} else {
+		native.Projection = fxstore.Typed
+	}
+	newNative, err := fxstore.ListFactory(scheme, native)
+	if err != nil {
+		return fxstore.Binding{}, err
+	}
+	newProjected, err := fxstore.ListFactory(scheme, key)
+	if err != nil {
+		return fxstore.Binding{}, err
+	}
+	gvr, _ := meta.UnsafeGuessKindToResource(key.Kind)
+	lw := &listerWatcher{
+		source: s, key: key, newNative: newNative, newProjected: newProjected,
+		matches: func(obj client.Object) bool {
+			return lsel.Matches(labels.Set(obj.GetLabels())) && fsel.Matches(fields.Set{
+				"metadata.name": obj.GetName(), "metadata.namespace": obj.GetNamespace(),
+			})
+		},
+		selected: make(map[string]bool),
+	}
+	return fxstore.Binding{ListerWatcher: lw, Resource: gvr.GroupResource()}, nil
+}
+
+// listerWatcher lists and watches the fake client and does what the API
+// server does for a store's key: select, and project.
+type listerWatcher struct {
+	source       *Source
+	key          fxstore.Key
+	newNative    func() client.ObjectList
+	newProjected func() client.ObjectList
+	matches      func(client.Object) bool
+
+	mu       sync.Mutex
+	selected map[string]bool // keys of objects the store was last told match
+}
+
+var _ cache.ListerWatcherWithContext = (*listerWatcher)(nil)
+
+func (lw *listerWatcher) List(opts metav1.ListOptions) (k8sruntime.Object, error) {
+	return lw.ListWithContext(context.Background(), opts)
+}
+
+func (lw *listerWatcher) Watch(opts metav1.ListOptions) (watch.Interface, error) {
+	return lw.WatchWithContext(context.Background(), opts)
+}
+
+func (lw *listerWatcher) ListWithContext(ctx context.Context, _ metav1.ListOptions) (k8sruntime.Object, error) {
+	if err := lw.source.waitForRelease(ctx); err != nil {
+		return nil, err
+	}
+	native := lw.newNative()
+	if err := lw.source.client.List(ctx, native, client.InNamespace(lw.key.Namespace)); err != nil {
+		return nil, err
+	}
+	items, err := meta.ExtractList(native)
+	if err != nil {
+		return nil, err
+	}
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	clear(lw.selected)
+	var out []k8sruntime.Object
+	for _, item := range items {
+		obj, err := lw.project(item)
+		if err != nil {
+			return nil, err
+		}
+		if lw.matches(obj) {
+			lw.selected[cacheKey(obj)] = true
+			out = append(out, obj)
+		}
+	}
+	list := lw.newProjected()
+	if err := meta.SetList(list, out); err != nil {
+		return nil, err
+	}
+	list.SetResourceVersion(native.GetResourceVersion())
+	return list, nil
+}
+
+func (lw *listerWatcher) WatchWithContext(ctx context.Context, _ metav1.ListOptions) (watch.Interface, error) {
+	w, err := lw.source.client.Watch(ctx, lw.newNative(), client.InNamespace(lw.key.Namespace))
+	if err != nil {
+		return nil, err
+	}
+	return watch.Filter(w, lw.filter), nil
+}
+
+// filter projects an event and turns it into what a selecting watch would
+// send: objects that stop matching are deleted, ones that start are added.
+func (lw *listerWatcher) filter(in watch.Event) (watch.Event, bool) {
+	if in.Type != watch.Added && in.Type != watch.Modified && in.Type != watch.Deleted {
+		return in, true
+	}
+	obj, err := lw.project(in.Object)
+	if err != nil {
+		return watch.Event{Type: watch.Error, Object: nil}, false
+	}
+	key := cacheKey(obj)
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	was, now := lw.selected[key], lw.matches(obj) && in.Type != watch.Deleted
+	switch {
+	case now:
+		lw.selected[key] = true
+		if !was {
+			return watch.Event{Type: watch.Added, Object: obj}, true
+		}
+		return watch.Event{Type: watch.Modified, Object: obj}, true
+	case was:
+		delete(lw.selected, key)
+		return watch.Event{Type: watch.Deleted, Object: obj}, true
+	}
+	return in, false
+}
+
+// IsWatchListSemanticsUnSupported tells client-go's reflector that the fake
+// cannot stream an initial list in a watch.
+func (lw *listerWatcher) IsWatchListSemanticsUnSupported() bool { return true }
+
+// project converts an object held by the fake into the key's projection.
+func (lw *listerWatcher) project(in k8sruntime.Object) (client.Object, error) {
+	var content map[string]any
+	if u, ok := in.(*unstructured.Unstructured); ok {
+		content = u.Object
+	} else {
+		var err error
+		if content, err = k8sruntime.DefaultUnstructuredConverter.ToUnstructured(in); err != nil {
+			return nil, err
+		}
+	}
+	switch lw.key.Projection {
+	case fxstore.Unstructured:
+		u := &unstructured.Unstructured{Object: content}
+		u.SetGroupVersionKind(lw.key.Kind)
+		return u, nil
+	case fxstore.Metadata:
+		m := &metav1.PartialObjectMetadata{}
+		if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(content, m); err != nil {
+			return nil, err
+		}
+		m.SetGroupVersionKind(lw.key.Kind)
+		return m, nil
+	}
+	out, err := lw.source.client.Scheme().New(lw.key.Kind)
+	if err != nil {
+		return nil, err
+	}
+	if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(content, out); err != nil {
+		return nil, err
+	}
+	return out.(client.Object), nil
+}
+
+func cacheKey(obj client.Object) string {
+	if obj.GetNamespace() == "" {
+		return obj.GetName()
+	}
+	return obj.GetNamespace() + "/" + obj.GetName()
+}
+
+// Module provides fxstore.Module backed by an in-memory Source holding objs
+// in place of an API server: stores start and sync when the app starts and
+// stop when it stops. The Source is provided too, to write objects during a
+// test.
+func Module(objs ...client.Object) fx.Option {
+	return fx.Options(
+		fxstore.Module,
+		fx.Provide(func(scheme *k8sruntime.Scheme) *Source { return NewSource(scheme, objs...) }),
+		fx.Invoke(func(lc fx.Lifecycle, r *fxstore.Registry, src *Source) {
+			lc.Append(fx.Hook{
+				OnStart: func(ctx context.Context) error {
+					if err := r.Start(ctx, src); err != nil {
+						return err
+					}
+					return r.WaitForSync(ctx)
+				},
+				OnStop: func(context.Context) error { r.Stop(); return nil },
+			})
+		}),
+	)
+}
+
+// Start starts every store of r on src and waits until they have synced; the
+// stores stop when the test ends.
+func Start(t testing.TB, r *fxstore.Registry, src *Source) {
+	t.Helper()
+	if err := r.Start(t.Context(), src); err != nil {
+		t.Fatalf("start stores: %v", err)
+	}
+	t.Cleanup(r.Stop)
+	if err := r.WaitForSync(t.Context()); err != nil {
+		t.Fatalf("sync stores: %v", err)
+	}
+}

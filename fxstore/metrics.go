@@ -1,0 +1,52 @@
+package fxstore
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+var (
+	objectsDesc = prometheus.NewDesc("fxkube_store_objects",
+		"Objects held by the store.", []string{"store"}, nil)
+	receivedDesc = prometheus.NewDesc("fxkube_store_received_total",
+		"Objects received by the store from list and watch.", []string{"store"}, nil)
+	errorsDesc = prometheus.NewDesc("fxkube_store_list_watch_errors_total",
+		"Failed lists and dropped watches of the store.", []string{"store"}, nil)
+	syncedDesc = prometheus.NewDesc("fxkube_store_synced",
+		"1 when the store has finished its initial sync, else 0.", []string{"store"}, nil)
+	syncDurationDesc = prometheus.NewDesc("fxkube_store_sync_duration_seconds",
+		"Time from start until the store finished its initial sync.", []string{"store"}, nil)
+	consumersDesc = prometheus.NewDesc("fxkube_store_consumers",
+		"Requests sharing the store.", []string{"store"}, nil)
+)
+
+// Describe implements prometheus.Collector; the registry reports its stores'
+// metrics, labelled by store key, when registered with a Prometheus registry.
+func (r *Registry) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{objectsDesc, receivedDesc, errorsDesc, syncedDesc, syncDurationDesc, consumersDesc} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (r *Registry) Collect(ch chan<- prometheus.Metric) {
+	r.mu.Lock()
+	entries := append([]*entry(nil), r.order...)
+	r.mu.Unlock()
+	for _, e := range entries {
+		info := e.info()
+		store := e.key.String()
+		synced := 0.0
+		if info.Status.Synced {
+			synced = 1
+		}
+		e.mu.Lock()
+		fails := e.watchFails
+		e.mu.Unlock()
+		ch <- prometheus.MustNewConstMetric(objectsDesc, prometheus.GaugeValue, float64(len(e.informer.GetIndexer().ListKeys())), store)
+		ch <- prometheus.MustNewConstMetric(receivedDesc, prometheus.CounterValue, float64(e.received.Load()), store)
+		ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.CounterValue, float64(fails), store)
+		ch <- prometheus.MustNewConstMetric(syncedDesc, prometheus.GaugeValue, synced, store)
+		ch <- prometheus.MustNewConstMetric(syncDurationDesc, prometheus.GaugeValue, info.Status.SyncDuration.Seconds(), store)
+		ch <- prometheus.MustNewConstMetric(consumersDesc, prometheus.GaugeValue, float64(len(info.Consumers)), store)
+	}
+}

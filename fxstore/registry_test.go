@@ -1,0 +1,380 @@
+package fxstore_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/fxstore/fxstoretest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var configMapKind = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+
+func configMap(ns, name string, labels map[string]string, data map[string]string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		Data:       data,
+	}
+}
+
+func byApp(cm *corev1.ConfigMap) []string { return []string{cm.Labels["app"]} }
+
+func otherByApp(cm *corev1.ConfigMap) []string { return nil }
+
+func TestForSharesOneInformerPerKey(t *testing.T) {
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	a, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{LabelSelector: "app=web,tier=front"})
+	require.NoError(t, err)
+	b, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{LabelSelector: " tier=front, app==web"})
+	require.NoError(t, err)
+	c, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{LabelSelector: "app=web"})
+	require.NoError(t, err)
+	m, err := fxstore.For[*metav1.PartialObjectMetadata](r, fxstore.Spec{Kind: configMapKind, LabelSelector: "app=web"})
+	require.NoError(t, err)
+	u, err := fxstore.For[*unstructured.Unstructured](r, fxstore.Spec{Kind: configMapKind}, fxstore.WithConsumer("dynamic"))
+	require.NoError(t, err)
+
+	assert.Same(t, a.Informer(), b.Informer(), "equivalent specs share an informer")
+	assert.Equal(t, a.Key(), b.Key())
+	assert.NotSame(t, a.Informer(), c.Informer())
+	assert.NotSame(t, c.Informer(), m.Informer(), "metadata-only is a different projection")
+	assert.Equal(t, `ConfigMap/v1 (all namespaces, labels "app=web,tier=front")`, a.Key().String())
+	assert.Equal(t, `ConfigMap/v1 (all namespaces, labels "app=web", metadata-only)`, m.Key().String())
+	assert.Equal(t, `ConfigMap/v1 (all namespaces, unstructured)`, u.Key().String())
+
+	infos := r.Stores()
+	require.Len(t, infos, 4)
+	assert.Equal(t, 5, r.Requests())
+	assert.Equal(t, []string{"fxstore_test.TestForSharesOneInformerPerKey", "fxstore_test.TestForSharesOneInformerPerKey"}, infos[0].Consumers)
+	assert.Equal(t, []string{"dynamic"}, infos[3].Consumers)
+}
+
+func TestForRejectsBadInput(t *testing.T) {
+	type widget struct{ corev1.ConfigMap }
+	tests := []struct {
+		name    string
+		ask     func(r *fxstore.Registry) error
+		wantErr []string
+	}{
+		{
+			name: "invalid label selector",
+			ask: func(r *fxstore.Registry) error {
+				_, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{LabelSelector: "app=("})
+				return err
+			},
+			wantErr: []string{`store ConfigMap/v1 (all namespaces, labels "app=(")`, "invalid label selector", "requested by fxstore_test."},
+		},
+		{
+			name: "invalid field selector",
+			ask: func(r *fxstore.Registry) error {
+				_, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{FieldSelector: "metadata.name"})
+				return err
+			},
+			wantErr: []string{"invalid field selector"},
+		},
+		{
+			name: "invalid namespace",
+			ask: func(r *fxstore.Registry) error {
+				_, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{Namespace: "Not_A_Namespace"})
+				return err
+			},
+			wantErr: []string{`invalid namespace "Not_A_Namespace"`},
+		},
+		{
+			name: "type not in scheme",
+			ask: func(r *fxstore.Registry) error {
+				_, err := fxstore.For[*widget](r, fxstore.Spec{})
+				return err
+			},
+			wantErr: []string{"is not in the scheme", "fxstore.AddToScheme"},
+		},
+		{
+			name: "kind disagrees with type",
+			ask: func(r *fxstore.Registry) error {
+				_, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{Kind: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}})
+				return err
+			},
+			wantErr: []string{"does not match", "ConfigMap/v1"},
+		},
+		{
+			name: "unstructured without kind",
+			ask: func(r *fxstore.Registry) error {
+				_, err := fxstore.For[*unstructured.Unstructured](r, fxstore.Spec{})
+				return err
+			},
+			wantErr: []string{"kind and version are required; set Spec.Kind"},
+		},
+		{
+			name: "metadata without kind",
+			ask: func(r *fxstore.Registry) error {
+				_, err := fxstore.For[*metav1.PartialObjectMetadata](r, fxstore.Spec{})
+				return err
+			},
+			wantErr: []string{"kind and version are required"},
+		},
+		{
+			name: "conflicting indexes",
+			ask: func(r *fxstore.Registry) error {
+				if _, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{}, fxstore.WithIndex("app", byApp)); err != nil {
+					return err
+				}
+				_, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{}, fxstore.WithIndex("app", otherByApp))
+				return err
+			},
+			wantErr: []string{`index "app" is already defined with another function`},
+		},
+		{
+			name: "index of another type",
+			ask: func(r *fxstore.Registry) error {
+				_, err := fxstore.For[*appsv1.Deployment](r, fxstore.Spec{}, fxstore.WithIndex("app", byApp))
+				return err
+			},
+			wantErr: []string{`index "app" takes *v1.ConfigMap but the store holds *v1.Deployment`},
+		},
+		{
+			name: "unnamed transform",
+			ask: func(r *fxstore.Registry) error {
+				_, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{Transform: fxstore.Transform{Func: func(o any) (any, error) { return o, nil }}})
+				return err
+			},
+			wantErr: []string{"transform has a function but no name"},
+		},
+		{
+			name: "conflicting transforms",
+			ask: func(r *fxstore.Registry) error {
+				_, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{Transform: fxstore.Transform{Name: fxstore.StripManagedFields.Name}})
+				return err
+			},
+			wantErr: []string{`transform "strip-managed-fields" is already defined with another function`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := fxstore.NewRegistry(clientgoscheme.Scheme)
+			_, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{})
+			require.NoError(t, err)
+			err = tt.ask(r)
+			require.Error(t, err)
+			for _, want := range tt.wantErr {
+				assert.Contains(t, err.Error(), want)
+			}
+		})
+	}
+}
+
+func TestStoreReads(t *testing.T) {
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	web, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{LabelSelector: "app in (web,api)"}, fxstore.WithIndex("app", byApp))
+	require.NoError(t, err)
+	src := fxstoretest.NewSource(clientgoscheme.Scheme,
+		configMap("a", "web", map[string]string{"app": "web"}, nil),
+		configMap("b", "web", map[string]string{"app": "web"}, nil),
+		configMap("b", "api", map[string]string{"app": "api", "tier": "back"}, nil),
+		configMap("b", "db", map[string]string{"app": "db"}, nil),
+	)
+
+	release := src.HoldLists()
+	require.NoError(t, r.Start(t.Context(), src))
+	t.Cleanup(r.Stop)
+
+	_, err = web.Get("a", "web")
+	require.ErrorIs(t, err, fxstore.ErrNotSynced, "reads before sync fail rather than return a partial answer")
+	_, err = web.List()
+	require.ErrorIs(t, err, fxstore.ErrNotSynced)
+	_, err = web.Count()
+	require.ErrorIs(t, err, fxstore.ErrNotSynced)
+	assert.False(t, web.HasSynced())
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, web.WaitForSync(ctx), context.DeadlineExceeded)
+
+	release()
+	require.NoError(t, web.WaitForSync(t.Context()))
+
+	got, err := web.Get("b", "api")
+	require.NoError(t, err)
+	assert.Equal(t, "api", got.Name)
+	_, err = web.Get("b", "db")
+	require.True(t, apierrors.IsNotFound(err), "a miss is NotFound, got %v", err)
+	assert.Contains(t, err.Error(), `configmaps "db" not found`)
+
+	all, err := web.List()
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"a/web", "b/web", "b/api"}, names(all))
+	inB, err := web.List(client.InNamespace("b"))
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"b/web", "b/api"}, names(inB))
+	back, err := web.List(client.MatchingLabels{"tier": "back"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"b/api"}, names(back))
+	_, err = web.List(client.MatchingFields{"metadata.name": "x"})
+	require.ErrorContains(t, err, "use ByIndex")
+
+	webs, err := web.ByIndex("app", "web")
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"a/web", "b/web"}, names(webs))
+	_, err = web.ByIndex("nope", "web")
+	require.ErrorContains(t, err, "declare it with fxstore.WithIndex")
+
+	n, err := web.Count()
+	require.NoError(t, err)
+	assert.Equal(t, 3, n)
+}
+
+func TestStoreFollowsChanges(t *testing.T) {
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	web, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{Namespace: "a", LabelSelector: "app=web"})
+	require.NoError(t, err)
+	meta, err := fxstore.For[*metav1.PartialObjectMetadata](r, fxstore.Spec{Kind: configMapKind})
+	require.NoError(t, err)
+	src := fxstoretest.NewSource(clientgoscheme.Scheme)
+	fxstoretest.Start(t, r, src)
+	ctx := t.Context()
+	c := src.Client()
+
+	cm := configMap("a", "x", map[string]string{"app": "web"}, map[string]string{"k": "1"})
+	require.NoError(t, c.Create(ctx, cm))
+	require.NoError(t, c.Create(ctx, configMap("b", "x", map[string]string{"app": "web"}, nil)))
+	eventually(t, func() bool { n, _ := web.Count(); m, _ := meta.Count(); return n == 1 && m == 2 })
+	got, err := meta.Get("b", "x")
+	require.NoError(t, err)
+	assert.Equal(t, configMapKind, got.GroupVersionKind(), "metadata-only objects carry their kind")
+
+	cm.Data["k"] = "2"
+	require.NoError(t, c.Update(ctx, cm))
+	eventually(t, func() bool { o, err := web.Get("a", "x"); return err == nil && o.Data["k"] == "2" })
+
+	cm.Labels["app"] = "other"
+	require.NoError(t, c.Update(ctx, cm))
+	eventually(t, func() bool { _, err := web.Get("a", "x"); return apierrors.IsNotFound(err) })
+
+	require.NoError(t, c.Delete(ctx, cm))
+	eventually(t, func() bool { n, _ := meta.Count(); return n == 1 })
+}
+
+func TestSubscribe(t *testing.T) {
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	store, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{})
+	require.NoError(t, err)
+	src := fxstoretest.NewSource(clientgoscheme.Scheme, configMap("a", "one", nil, nil), configMap("a", "two", nil, nil))
+	fxstoretest.Start(t, r, src)
+
+	events := make(chan string, 10)
+	sub, err := store.Subscribe(fxstore.HandlerFuncs[*corev1.ConfigMap]{
+		AddFunc:    func(cm *corev1.ConfigMap, initial bool) { events <- "add " + cm.Name },
+		UpdateFunc: func(_, cm *corev1.ConfigMap) { events <- "update " + cm.Name },
+		DeleteFunc: func(cm *corev1.ConfigMap) { events <- "delete " + cm.Name },
+	})
+	require.NoError(t, err)
+	require.NoError(t, sub.WaitForSync(t.Context()))
+	assert.True(t, sub.HasSynced())
+	assert.ElementsMatch(t, []string{"add one", "add two"}, []string{<-events, <-events}, "a late subscriber first gets the current contents")
+
+	require.NoError(t, src.Client().Delete(t.Context(), configMap("a", "one", nil, nil)))
+	assert.Equal(t, "delete one", <-events)
+
+	require.NoError(t, sub.Unsubscribe())
+	require.NoError(t, sub.Unsubscribe(), "unsubscribing twice is fine")
+	require.NoError(t, src.Client().Create(t.Context(), configMap("a", "three", nil, nil)))
+	eventually(t, func() bool { n, _ := store.Count(); return n == 2 })
+	select {
+	case e := <-events:
+		t.Fatalf("unsubscribed handler got %q", e)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+func TestWaitForSyncNamesUnsyncedStores(t *testing.T) {
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	_, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{Namespace: "slow"})
+	require.NoError(t, err)
+	src := fxstoretest.NewSource(clientgoscheme.Scheme)
+	release := src.HoldLists()
+	defer release()
+	require.NoError(t, r.Start(t.Context(), src))
+	defer r.Stop()
+
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	err = r.WaitForSync(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	var se *fxstore.StoreError
+	require.ErrorAs(t, err, &se)
+	assert.Contains(t, err.Error(), `store ConfigMap/v1 (namespace "slow"): not synced; no list/watch error reported`)
+	assert.False(t, r.Stores()[0].Status.Synced)
+}
+
+func TestStartRejectsUnbindableStores(t *testing.T) {
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	_, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{FieldSelector: "data.x=1"})
+	require.NoError(t, err)
+	_, err = fxstore.For[*corev1.Secret](r, fxstore.Spec{FieldSelector: "type=Opaque"})
+	require.NoError(t, err)
+	err = r.Start(t.Context(), fxstoretest.NewSource(clientgoscheme.Scheme))
+	require.Error(t, err)
+	lines := strings.Split(err.Error(), "\n")
+	require.Len(t, lines, 2, "one line per failing store: %v", err)
+	assert.Contains(t, lines[0], `store ConfigMap/v1 (all namespaces, fields "data.x=1")`)
+	assert.Contains(t, lines[1], `store Secret/v1 (all namespaces, fields "type=Opaque")`)
+	require.ErrorContains(t, r.Start(t.Context(), fxstoretest.NewSource(clientgoscheme.Scheme)), "already started")
+	r.Stop()
+}
+
+func TestForAfterStartFails(t *testing.T) {
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	fxstoretest.Start(t, r, fxstoretest.NewSource(clientgoscheme.Scheme))
+	_, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{})
+	require.ErrorContains(t, err, "already started; ask for stores in constructors")
+}
+
+func TestAddToScheme(t *testing.T) {
+	gv := schema.GroupVersion{Group: "example.com", Version: "v1"}
+	type widget struct{ corev1.ConfigMap }
+	add := func(s *k8sruntime.Scheme) error {
+		s.AddKnownTypeWithName(gv.WithKind("Widget"), &corev1.ConfigMap{})
+		return nil
+	}
+	scheme, err := fxstore.NewScheme(fxstore.SchemeParams{AddToScheme: []func(*k8sruntime.Scheme) error{add}})
+	require.NoError(t, err)
+	assert.True(t, scheme.Recognizes(gv.WithKind("Widget")))
+	assert.True(t, scheme.Recognizes(configMapKind), "built-in types are always there")
+
+	_, err = fxstore.NewScheme(fxstore.SchemeParams{AddToScheme: []func(*k8sruntime.Scheme) error{
+		func(*k8sruntime.Scheme) error { return errors.New("boom") },
+	}})
+	require.ErrorContains(t, err, "build scheme: boom")
+}
+
+func names[T client.Object](objs []T) []string {
+	out := make([]string, len(objs))
+	for i, o := range objs {
+		out[i] = o.GetNamespace() + "/" + o.GetName()
+	}
+	return out
+}
+
+func eventually(t *testing.T, cond func() bool) {
+	t.Helper()
+	require.Eventually(t, cond, 5*time.Second, 5*time.Millisecond)
+}
+
+var _ cache.ResourceEventHandler = fxstore.HandlerFuncs[*corev1.ConfigMap]{}

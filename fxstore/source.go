@@ -1,0 +1,25 @@
+package fxstore
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Source is where stores get their objects. NewClusterSource connects them to
+// a Kubernetes API server; fxstoretest provides an in-memory Source.
+type Source interface {
+	// Bind resolves the store with key and returns how to list and watch
+	// its objects. An error means the store cannot work at all (its kind is
+	// not served, or it may not be listed); it should say how to fix it.
+	Bind(ctx context.Context, key Key) (Binding, error)
+}
+
+// Binding connects one store to its objects.
+type Binding struct {
+	// ListerWatcher lists and watches exactly the objects the key selects.
+	ListerWatcher cache.ListerWatcher
+	// Resource names the objects in errors, such as NotFound.
+	Resource schema.GroupResource
+}

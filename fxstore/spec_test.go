@@ -1,0 +1,76 @@
+package fxstore_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fxkube/fxkube/fxstore"
+)
+
+func TestCanonicalLabelSelector(t *testing.T) {
+	tests := []struct {
+		give    string
+		want    string
+		wantErr string
+	}{
+		{give: "", want: ""},
+		{give: "a=1,b=2", want: "a=1,b=2"},
+		{give: " b=2, a=1", want: "a=1,b=2"},
+		{give: "a==1", want: "a=1"},
+		{give: "a=1,a=1", want: "a=1"},
+		{give: "a in (1)", want: "a=1"},
+		{give: "a notin (1)", want: "a!=1"},
+		{give: "env in (prod, dev),tier", want: "env in (dev,prod),tier"},
+		{give: "tier, env in (dev,prod)", want: "env in (dev,prod),tier"},
+		{give: "!legacy,app=web", want: "!legacy,app=web"},
+		{give: "app=web,!legacy", want: "!legacy,app=web"},
+		{give: "x notin (b,a),y!=2", want: "x notin (a,b),y!=2"},
+		{give: "a=(", wantErr: `invalid label selector "a=("`},
+		{give: "-bad-=1", wantErr: "invalid label selector"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.give, func(t *testing.T) {
+			got, err := fxstore.CanonicalLabelSelector(tt.give)
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+			again, err := fxstore.CanonicalLabelSelector(got)
+			require.NoError(t, err)
+			assert.Equal(t, got, again, "canonicalising twice changes nothing")
+		})
+	}
+}
+
+func TestCanonicalFieldSelector(t *testing.T) {
+	tests := []struct {
+		give    string
+		want    string
+		wantErr string
+	}{
+		{give: "", want: ""},
+		{give: "metadata.name=x", want: "metadata.name=x"},
+		{give: "status.phase!=Running, metadata.name==x", want: "metadata.name=x,status.phase!=Running"},
+		{give: "metadata.name=x,metadata.name=x", want: "metadata.name=x"},
+		{give: `metadata.name=a\,b`, want: `metadata.name=a\,b`},
+		{give: "metadata.name", wantErr: `invalid field selector "metadata.name"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.give, func(t *testing.T) {
+			got, err := fxstore.CanonicalFieldSelector(tt.give)
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+			again, err := fxstore.CanonicalFieldSelector(got)
+			require.NoError(t, err)
+			assert.Equal(t, got, again)
+		})
+	}
+}

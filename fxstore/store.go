@@ -1,0 +1,216 @@
+package fxstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"unsafe"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Store is a read-only, shared view of the objects matching one Key, kept up
+// to date by one informer. Every consumer of the same key shares it.
+//
+// Reads return the cached objects themselves, not copies: treat them as
+// read-only and DeepCopy before changing one. Before the store has synced,
+// reads return an error wrapping ErrNotSynced, never a partial answer.
+type Store[T client.Object] struct {
+	e *entry
+}
+
+// Key returns the canonical watch spec of the store.
+func (s *Store[T]) Key() Key { return s.e.key }
+
+// String describes the store.
+func (s *Store[T]) String() string { return s.e.key.String() }
+
+// HasSynced reports whether the store has finished its initial sync.
+func (s *Store[T]) HasSynced() bool { return s.e.synced.Load() }
+
+// WaitForSync blocks until the store has synced or ctx ends.
+func (s *Store[T]) WaitForSync(ctx context.Context) error {
+	select {
+	case <-s.e.syncedCh:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wait for store %s: %w", s.e.key, context.Cause(ctx))
+	}
+}
+
+// Informer returns the shared informer behind the store, to feed
+// controller-runtime sources. Adding handlers is fine; never run or stop it.
+func (s *Store[T]) Informer() cache.SharedIndexInformer { return s.e.informer }
+
+// keyBuffers holds buffers for building "namespace/name" keys, so Get does not
+// allocate.
+var keyBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 128); return &b }}
+
+// Get returns the object with the given namespace and name (namespace is
+// empty for cluster-scoped kinds). A missing object is a Kubernetes NotFound
+// error, so apierrors.IsNotFound works.
+func (s *Store[T]) Get(namespace, name string) (T, error) {
+	var zero T
+	if !s.e.synced.Load() {
+		return zero, s.e.notSynced
+	}
+	indexer := s.e.informer.GetIndexer()
+	var (
+		item   any
+		exists bool
+	)
+	if namespace == "" {
+		item, exists, _ = indexer.GetByKey(name)
+	} else {
+		buf := keyBuffers.Get().(*[]byte)
+		b := append(append(append((*buf)[:0], namespace...), '/'), name...)
+		// The indexer only looks the key up and does not keep it, so it
+		// may point into the pooled buffer.
+		item, exists, _ = indexer.GetByKey(unsafe.String(unsafe.SliceData(b), len(b)))
+		*buf = b
+		keyBuffers.Put(buf)
+	}
+	if !exists {
+		return zero, apierrors.NewNotFound(s.e.resource, name)
+	}
+	return item.(T), nil
+}
+
+// List returns the objects matching opts. client.InNamespace and
+// client.MatchingLabels (or MatchingLabelsSelector) are supported; use
+// ByIndex to look objects up by other fields.
+func (s *Store[T]) List(opts ...client.ListOption) ([]T, error) {
+	if !s.e.synced.Load() {
+		return nil, s.e.notSynced
+	}
+	var lo client.ListOptions
+	lo.ApplyOptions(opts)
+	if lo.FieldSelector != nil && !lo.FieldSelector.Empty() {
+		return nil, fmt.Errorf("store %s: List does not take field selectors; declare an index with WithIndex and use ByIndex", s.e.key)
+	}
+	indexer := s.e.informer.GetIndexer()
+	var items []any
+	if lo.Namespace != "" {
+		var err error
+		if items, err = indexer.ByIndex(cache.NamespaceIndex, lo.Namespace); err != nil {
+			return nil, fmt.Errorf("store %s: %w", s.e.key, err)
+		}
+	} else {
+		items = indexer.List()
+	}
+	return filter[T](items, lo.LabelSelector), nil
+}
+
+// ByIndex returns the objects found under value in the named index, which a
+// request for this store declared with WithIndex.
+func (s *Store[T]) ByIndex(index, value string) ([]T, error) {
+	if !s.e.synced.Load() {
+		return nil, s.e.notSynced
+	}
+	items, err := s.e.informer.GetIndexer().ByIndex(index, value)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w; declare it with fxstore.WithIndex", s.e.key, err)
+	}
+	return filter[T](items, nil), nil
+}
+
+// Count returns how many objects the store holds.
+func (s *Store[T]) Count() (int, error) {
+	if !s.e.synced.Load() {
+		return 0, s.e.notSynced
+	}
+	return len(s.e.informer.GetIndexer().ListKeys()), nil
+}
+
+func filter[T client.Object](items []any, sel labels.Selector) []T {
+	out := make([]T, 0, len(items))
+	for _, item := range items {
+		obj := item.(T)
+		if sel == nil || sel.Matches(labels.Set(obj.GetLabels())) {
+			out = append(out, obj)
+		}
+	}
+	return out
+}
+
+// Subscribe adds h to the store's event handlers. A subscriber added after
+// the store has started first receives an Add for every object already held
+// (client-go's handler semantics); Subscription.HasSynced tells when it has
+// caught up. Handlers run one event at a time, in order, and must not block
+// for long; objects passed to them are shared and read-only.
+func (s *Store[T]) Subscribe(h cache.ResourceEventHandler) (*Subscription, error) {
+	reg, err := s.e.informer.AddEventHandler(h)
+	if err != nil {
+		return nil, fmt.Errorf("subscribe to store %s: %w", s.e.key, err)
+	}
+	return &Subscription{informer: s.e.informer, reg: reg}, nil
+}
+
+// Subscription is a handler added to a store by Subscribe.
+type Subscription struct {
+	informer cache.SharedIndexInformer
+	reg      cache.ResourceEventHandlerRegistration
+	once     sync.Once
+	err      error
+}
+
+// HasSynced reports whether the handler has received every object the store
+// held when it subscribed (and the store has synced).
+func (s *Subscription) HasSynced() bool { return s.reg.HasSynced() }
+
+// WaitForSync blocks until HasSynced or ctx ends.
+func (s *Subscription) WaitForSync(ctx context.Context) error {
+	select {
+	case <-s.reg.HasSyncedChecker().Done():
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// Unsubscribe removes the handler; it receives no further events. Calling it
+// again does nothing.
+func (s *Subscription) Unsubscribe() error {
+	s.once.Do(func() { s.err = s.informer.RemoveEventHandler(s.reg) })
+	return s.err
+}
+
+// HandlerFuncs adapts typed functions to a cache.ResourceEventHandler for
+// Subscribe. Nil functions are skipped. Deletes whose final state was missed
+// (cache.DeletedFinalStateUnknown) pass the last known object.
+type HandlerFuncs[T client.Object] struct {
+	AddFunc    func(obj T, isInInitialList bool)
+	UpdateFunc func(oldObj, newObj T)
+	DeleteFunc func(obj T)
+}
+
+var _ cache.ResourceEventHandler = HandlerFuncs[client.Object]{}
+
+// OnAdd implements cache.ResourceEventHandler.
+func (h HandlerFuncs[T]) OnAdd(obj any, isInInitialList bool) {
+	if t, ok := obj.(T); ok && h.AddFunc != nil {
+		h.AddFunc(t, isInInitialList)
+	}
+}
+
+// OnUpdate implements cache.ResourceEventHandler.
+func (h HandlerFuncs[T]) OnUpdate(oldObj, newObj any) {
+	o, ok1 := oldObj.(T)
+	n, ok2 := newObj.(T)
+	if ok1 && ok2 && h.UpdateFunc != nil {
+		h.UpdateFunc(o, n)
+	}
+}
+
+// OnDelete implements cache.ResourceEventHandler.
+func (h HandlerFuncs[T]) OnDelete(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if t, ok := obj.(T); ok && h.DeleteFunc != nil {
+		h.DeleteFunc(t)
+	}
+}
