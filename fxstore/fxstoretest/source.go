@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/fx"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/meta/testrestmapper"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/lifecycle"
 )
 
 // Source is an in-memory fxstore.Source. It is safe for concurrent use.
@@ -32,9 +34,13 @@ type Source struct {
 var _ fxstore.Source = (*Source)(nil)
 
 // NewSource returns a Source holding objs. Types must be in scheme, except
-// for unstructured objects.
+// for unstructured objects. The client's REST mapper knows every kind in
+// scheme, as namespaced unless built-in and cluster-scoped, so that
+// handler.EnqueueRequestForOwner works with it.
 func NewSource(scheme *k8sruntime.Scheme, objs ...client.Object) *Source {
-	return &Source{client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()}
+	return &Source{client: fake.NewClientBuilder().WithScheme(scheme).
+		WithRESTMapper(testrestmapper.TestOnlyStaticRESTMapper(scheme)).
+		WithObjects(objs...).Build()}
 }
 
 // Client returns the client holding the source's objects. Creating,
@@ -181,7 +187,7 @@ func (lw *listerWatcher) WatchWithContext(ctx context.Context, _ metav1.ListOpti
 	if err != nil {
 		return nil, err
 	}
-	return watch.Filter(w, lw.filter), nil
+	return newFilteredWatch(w, lw.filter), nil
 }
 
 // filter projects an event and turns it into what a selecting watch would
@@ -210,6 +216,45 @@ func (lw *listerWatcher) filter(in watch.Event) (watch.Event, bool) {
 		return watch.Event{Type: watch.Deleted, Object: obj}, true
 	}
 	return in, false
+}
+
+// filteredWatch is watch.Filter that gives up an event nobody reads once
+// stopped; watch.Filter's goroutine blocks on it forever when a write races
+// a store's stop.
+type filteredWatch struct {
+	in     watch.Interface
+	out    chan watch.Event
+	filter func(watch.Event) (watch.Event, bool)
+	stop   chan struct{}
+	once   sync.Once
+}
+
+func newFilteredWatch(in watch.Interface, filter func(watch.Event) (watch.Event, bool)) *filteredWatch {
+	w := &filteredWatch{in: in, out: make(chan watch.Event), filter: filter, stop: make(chan struct{})}
+	go w.loop()
+	return w
+}
+
+func (w *filteredWatch) ResultChan() <-chan watch.Event { return w.out }
+
+func (w *filteredWatch) Stop() {
+	w.once.Do(func() {
+		close(w.stop)
+		w.in.Stop()
+	})
+}
+
+func (w *filteredWatch) loop() {
+	defer close(w.out)
+	for ev := range w.in.ResultChan() {
+		if ev, ok := w.filter(ev); ok {
+			select {
+			case w.out <- ev:
+			case <-w.stop:
+				return
+			}
+		}
+	}
 }
 
 // IsWatchListSemanticsUnSupported tells client-go's reflector that the fake
@@ -257,25 +302,19 @@ func cacheKey(obj client.Object) string {
 	return obj.GetNamespace() + "/" + obj.GetName()
 }
 
-// Module provides fxstore.Module backed by an in-memory Source holding objs
-// in place of an API server: stores start and sync when the app starts and
-// stop when it stops. The Source is provided too, to write objects during a
-// test.
+// Module runs an app's stores on an in-memory Source holding objs, in place
+// of an API server, through the same lifecycle as a real app: stores start
+// and sync when the app starts, runnables (controllers) start after that, and
+// all stop when the app stops. Probe and metrics servers are off. The Source
+// is provided too, to write objects during a test.
 func Module(objs ...client.Object) fx.Option {
 	return fx.Options(
 		fxstore.Module,
-		fx.Provide(func(scheme *k8sruntime.Scheme) *Source { return NewSource(scheme, objs...) }),
-		fx.Invoke(func(lc fx.Lifecycle, r *fxstore.Registry, src *Source) {
-			lc.Append(fx.Hook{
-				OnStart: func(ctx context.Context) error {
-					if err := r.Start(ctx, src); err != nil {
-						return err
-					}
-					return r.WaitForSync(ctx)
-				},
-				OnStop: func(context.Context) error { r.Stop(); return nil },
-			})
-		}),
+		lifecycle.Options(lifecycle.Config{MetricsBindAddress: "0", HealthProbeBindAddress: "0"}),
+		fx.Provide(
+			func(scheme *k8sruntime.Scheme) *Source { return NewSource(scheme, objs...) },
+			func(s *Source) fxstore.Source { return s },
+		),
 	)
 }
 

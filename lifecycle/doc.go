@@ -1,0 +1,19 @@
+// Package lifecycle runs an fxkube app: it starts every store, waits until
+// all have synced, and only then starts controllers, so no controller ever
+// reconciles against a half-filled cache.
+//
+// Module adds fx hooks implementing the start and stop contract:
+//
+//	start: serve /healthz, /readyz (503) and /metrics; pre-flight every
+//	store (its kind is served; list and watch are allowed); start all
+//	stores at once; wait until all have synced, bounded by
+//	Config.SyncTimeout; acquire leadership if enabled; start runnables
+//	(controllers); /readyz turns 200.
+//
+//	stop: /readyz turns 503; runnables stop taking work and finish what
+//	is in flight, bounded by Config.StopTimeout; leadership is released;
+//	stores stop; servers close.
+//
+// A failure during start names every store that failed and why, and fx
+// rolls back what had started.
+package lifecycle

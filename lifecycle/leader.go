@@ -1,0 +1,84 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"go.uber.org/zap"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// elect campaigns for the Lease in the background. Runnables that need
+// leadership start when this replica leads. Losing the lease stops the app
+// with exit code 1, so Kubernetes restarts it as a warm standby; a clean stop
+// releases the lease so another replica takes over at once.
+func (r *runner) elect() error {
+	le := r.cfg.LeaderElection
+	if le.Namespace == "" || le.Name == "" {
+		return errors.New("leader election needs a lease namespace and name; set --leader-election-namespace")
+	}
+	if r.rest == nil {
+		return errors.New("leader election needs a *rest.Config in the app")
+	}
+	id := le.Identity
+	if id == "" {
+		host, _ := os.Hostname()
+		id = host + "_" + string(uuid.NewUUID())
+	}
+	kube, err := kubernetes.NewForConfig(r.rest)
+	if err != nil {
+		return fmt.Errorf("leader election client: %w", err)
+	}
+	log := r.log.With(zap.String("lease", le.Namespace+"/"+le.Name), zap.String("identity", id))
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: le.Namespace, Name: le.Name},
+			Client:     kube.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: id},
+		},
+		LeaseDuration:   le.LeaseDuration,
+		RenewDeadline:   le.RenewDeadline,
+		RetryPeriod:     le.RetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            le.Name,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(leading context.Context) {
+				log.Info("became leader; starting runnables")
+				// Runnables stop when leadership ends or the app stops.
+				ctx, cancel := context.WithCancel(leading)
+				context.AfterFunc(r.runCtx, cancel)
+				r.startRunnables(ctx, true)
+				r.state.Store(ready)
+			},
+			OnStoppedLeading: func() {
+				r.mu.Lock()
+				stopping := r.stopping
+				r.mu.Unlock()
+				if stopping {
+					log.Info("released leadership")
+					return
+				}
+				log.Error("lost leadership; exiting so that Kubernetes restarts this replica")
+				r.shutdown(1)
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("leader election: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.stopElection = cancel
+	r.electionDone = make(chan struct{})
+	go func() {
+		defer close(r.electionDone)
+		elector.Run(ctx)
+	}()
+	log.Info("campaigning for leadership")
+	return nil
+}

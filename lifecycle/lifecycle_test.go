@@ -1,0 +1,209 @@
+package lifecycle_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/fxstore/fxstoretest"
+	"github.com/fxkube/fxkube/lifecycle"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// runnable is a manager.Runnable whose Start runs fn.
+type runnable func(ctx context.Context) error
+
+func (f runnable) Start(ctx context.Context) error { return f(ctx) }
+
+func provideRunnable(r manager.Runnable) fx.Option {
+	return fx.Provide(fx.Annotate(func() manager.Runnable { return r }, fx.ResultTags(`group:"`+lifecycle.RunnablesGroup+`"`)))
+}
+
+// testApp is an app on an in-memory source, with probes on a free port.
+type testApp struct {
+	app    *fxtest.App
+	src    *fxstoretest.Source
+	probes string
+	logs   *observer.ObservedLogs
+}
+
+func newTestApp(t *testing.T, cfg lifecycle.Config, opts ...fx.Option) *testApp {
+	t.Helper()
+	core, logs := observer.New(zap.InfoLevel)
+	ta := &testApp{logs: logs}
+	if cfg.HealthProbeBindAddress == "" {
+		ta.probes = freeAddr(t)
+		cfg.HealthProbeBindAddress = ta.probes
+	}
+	if cfg.MetricsBindAddress == "" {
+		cfg.MetricsBindAddress = "0"
+	}
+	ta.app = fxtest.New(t,
+		fx.Supply(zap.New(core)),
+		fxstore.Module,
+		lifecycle.Options(cfg),
+		fx.Provide(
+			func(s *k8sruntime.Scheme) *fxstoretest.Source {
+				return fxstoretest.NewSource(s, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "x"}})
+			},
+			func(s *fxstoretest.Source) fxstore.Source { return s },
+		),
+		fx.Populate(&ta.src),
+		fx.Options(opts...),
+	)
+	return ta
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func probe(t *testing.T, addr, path string) int {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
+}
+
+func TestRunnablesStartOnlyAfterEveryStoreSynced(t *testing.T) {
+	var (
+		cms         *fxstore.Store[*corev1.ConfigMap]
+		sawSynced   atomic.Bool
+		started     = make(chan struct{})
+		readyDuring atomic.Int32
+	)
+	ta := newTestApp(t, lifecycle.Config{},
+		fx.Invoke(func(r *fxstore.Registry) (err error) {
+			cms, err = fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{})
+			return err
+		}),
+		provideRunnable(runnable(func(ctx context.Context) error {
+			_, err := cms.Get("a", "x")
+			sawSynced.Store(err == nil)
+			close(started)
+			<-ctx.Done()
+			return nil
+		})),
+	)
+	release := ta.src.HoldLists()
+
+	startErr := make(chan error, 1)
+	go func() { startErr <- ta.app.Start(t.Context()) }()
+	require.Eventually(t, func() bool { return probe(t, ta.probes, "/healthz") == http.StatusOK }, 5*time.Second, 10*time.Millisecond)
+	readyDuring.Store(int32(probe(t, ta.probes, "/readyz")))
+	select {
+	case <-started:
+		t.Fatal("runnable started before the store synced")
+	case <-time.After(200 * time.Millisecond):
+	}
+	release()
+	require.NoError(t, <-startErr)
+	<-started
+	assert.True(t, sawSynced.Load(), "the runnable's first read found the store synced")
+	assert.Equal(t, int32(http.StatusServiceUnavailable), readyDuring.Load(), "/readyz is 503 while stores sync")
+	assert.Equal(t, http.StatusOK, probe(t, ta.probes, "/readyz"))
+
+	require.NoError(t, ta.app.Stop(t.Context()))
+	assert.Equal(t, 0, probe(t, ta.probes, "/readyz"), "servers are closed after stop")
+}
+
+func TestReadinessTurnsOffWhenStopBegins(t *testing.T) {
+	var ta *testApp
+	stopping := make(chan int, 1)
+	ta = newTestApp(t, lifecycle.Config{},
+		provideRunnable(runnable(func(ctx context.Context) error {
+			<-ctx.Done()
+			// Runnables stop first; by then /readyz must already say no.
+			stopping <- probe(t, ta.probes, "/readyz")
+			return nil
+		})),
+	)
+	ta.app.RequireStart()
+	assert.Equal(t, http.StatusOK, probe(t, ta.probes, "/readyz"))
+	ta.app.RequireStop()
+	assert.Equal(t, http.StatusServiceUnavailable, <-stopping)
+}
+
+func TestSyncTimeoutNamesTheStore(t *testing.T) {
+	ta := newTestApp(t, lifecycle.Config{SyncTimeout: 200 * time.Millisecond},
+		fx.Invoke(func(r *fxstore.Registry) error {
+			_, err := fxstore.For[*corev1.Secret](r, fxstore.Spec{Namespace: "slow"})
+			return err
+		}),
+	)
+	release := ta.src.HoldLists()
+	defer release()
+	err := ta.app.Start(t.Context())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "stores did not sync within the sync timeout of 200ms (raise it with --sync-timeout)")
+	assert.Contains(t, err.Error(), `store Secret/v1 (namespace "slow"): not synced`)
+	assert.Equal(t, 0, probe(t, ta.probes, "/healthz"), "a failed start closes the servers")
+}
+
+func TestFailingRunnableStopsTheApp(t *testing.T) {
+	ta := newTestApp(t, lifecycle.Config{},
+		provideRunnable(runnable(func(context.Context) error { return errors.New("boom") })),
+	)
+	ta.app.RequireStart()
+	select {
+	case sig := <-ta.app.Wait():
+		assert.Equal(t, 1, sig.ExitCode)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the app did not stop")
+	}
+	ta.app.RequireStop()
+	assert.Equal(t, 1, ta.logs.FilterMessage("runnable failed; stopping the app").Len())
+}
+
+func TestStopIsBoundedByStopTimeout(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	ta := newTestApp(t, lifecycle.Config{StopTimeout: 100 * time.Millisecond},
+		provideRunnable(runnable(func(context.Context) error {
+			<-release // ignores its context
+			return nil
+		})),
+	)
+	ta.app.RequireStart()
+	begin := time.Now()
+	ta.app.RequireStop()
+	assert.Less(t, time.Since(begin), 5*time.Second)
+	assert.Equal(t, 1, ta.logs.FilterMessage("runnables did not finish within the stop timeout; stopping anyway").Len())
+}
+
+func TestTakenPortFailsStart(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	ta := newTestApp(t, lifecycle.Config{HealthProbeBindAddress: ln.Addr().String()})
+	err = ta.app.Start(t.Context())
+	require.ErrorContains(t, err, fmt.Sprintf("serve health probes on %s", ln.Addr()))
+}

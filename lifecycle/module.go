@@ -1,0 +1,291 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxevent"
+	"go.uber.org/zap"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/fxkube/fxkube/fxstore"
+)
+
+// RunnablesGroup is the fx value group of manager.Runnable values that
+// lifecycle starts after every store has synced (on the leader, when leader
+// election is on, unless the runnable implements
+// manager.LeaderElectionRunnable and returns false) and stops first.
+// fxcontroller adds its controllers to it.
+const RunnablesGroup = "fxkube.runnables"
+
+// Module runs the app's stores and runnables with fx's lifecycle. It needs
+// fxstore.Module in the graph, and takes an optional Config and *zap.Logger.
+// Stores are bound to the API server a *rest.Config points at, unless the
+// graph holds an fxstore.Source (such as fxstoretest's), which is used
+// instead.
+var Module = fx.Module("lifecycle",
+	fx.Invoke(register),
+)
+
+// Options returns Module together with the fx settings an app needs: start
+// and stop timeouts that fit cfg (fx's default of 15 seconds is too short to
+// sync large stores), fx's own events logged through zap, and cfg supplied.
+func Options(cfg Config) fx.Option {
+	full := cfg.withDefaults()
+	return fx.Options(
+		fx.Supply(cfg),
+		fx.StartTimeout(full.SyncTimeout+time.Minute),
+		fx.StopTimeout(full.StopTimeout+30*time.Second),
+		fx.WithLogger(func(p loggerParams) fxevent.Logger {
+			return &fxevent.ZapLogger{Logger: orNop(p.Logger).Named("fx")}
+		}),
+		Module,
+	)
+}
+
+type loggerParams struct {
+	fx.In
+
+	Logger *zap.Logger `optional:"true"`
+}
+
+func orNop(l *zap.Logger) *zap.Logger {
+	if l == nil {
+		return zap.NewNop()
+	}
+	return l
+}
+
+// Params are what Module needs from the graph.
+type Params struct {
+	fx.In
+
+	Config     Config         `optional:"true"`
+	RestConfig *rest.Config   `optional:"true"`
+	Source     fxstore.Source `optional:"true"`
+	Scheme     *k8sruntime.Scheme
+	Registry   *fxstore.Registry
+	Logger     *zap.Logger        `optional:"true"`
+	Runnables  []manager.Runnable `group:"fxkube.runnables"`
+	Lifecycle  fx.Lifecycle
+	Shutdowner fx.Shutdowner
+}
+
+func register(p Params) {
+	r := &runner{
+		cfg:        p.Config.withDefaults(),
+		rest:       p.RestConfig,
+		source:     p.Source,
+		scheme:     p.Scheme,
+		registry:   p.Registry,
+		log:        orNop(p.Logger).Named("lifecycle"),
+		runnables:  p.Runnables,
+		shutdowner: p.Shutdowner,
+	}
+	p.Lifecycle.Append(fx.Hook{OnStart: r.start, OnStop: r.stop})
+}
+
+// runner carries out the start and stop contract.
+type runner struct {
+	cfg        Config
+	rest       *rest.Config
+	source     fxstore.Source
+	scheme     *k8sruntime.Scheme
+	registry   *fxstore.Registry
+	log        *zap.Logger
+	runnables  []manager.Runnable
+	shutdowner fx.Shutdowner
+
+	state   atomic.Value // a state
+	servers *servers
+
+	// runCtx is the context of every runnable; stop cancels it.
+	runCtx    context.Context
+	cancelRun context.CancelFunc
+
+	mu            sync.Mutex // guards stopping and runnablesDone.Go
+	stopping      bool
+	runnablesDone sync.WaitGroup
+
+	stopElection context.CancelFunc
+	electionDone chan struct{}
+}
+
+// state is what /readyz reports.
+type state string
+
+const (
+	starting state = "starting"
+	ready    state = "ready"
+	standby  state = "standby: synced, waiting for leadership"
+	stopping state = "stopping"
+)
+
+func (r *runner) start(ctx context.Context) (err error) {
+	r.state.Store(starting)
+	begin := time.Now()
+	if r.servers, err = serve(r.cfg, r.readiness, r.log); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			r.rollback()
+		}
+	}()
+	if err := metrics.Registry.Register(r.registry); err != nil {
+		r.log.Warn("store metrics not registered; is another app running in this process?", zap.Error(err))
+	}
+	src, err := r.storeSource()
+	if err != nil {
+		return err
+	}
+	stores := len(r.registry.Stores())
+	if err := r.registry.Start(ctx, src); err != nil {
+		return fmt.Errorf("start stores:\n%w", err)
+	}
+	syncCtx, cancel := context.WithTimeout(ctx, r.cfg.SyncTimeout)
+	defer cancel()
+	if err := r.registry.WaitForSync(syncCtx); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return fmt.Errorf("stores did not sync within the sync timeout of %s (raise it with --sync-timeout):\n%w", r.cfg.SyncTimeout, err)
+		}
+		return fmt.Errorf("sync stores:\n%w", err)
+	}
+	r.log.Info("all stores synced", zap.Int("stores", stores), zap.Duration("took", time.Since(begin)))
+
+	r.runCtx, r.cancelRun = context.WithCancel(context.Background())
+	if r.cfg.LeaderElection.Enabled {
+		if err := r.elect(); err != nil {
+			return err
+		}
+		r.startRunnables(r.runCtx, false)
+		r.state.Store(standby)
+		return nil
+	}
+	r.startRunnables(r.runCtx, true)
+	r.state.Store(ready)
+	return nil
+}
+
+func (r *runner) storeSource() (fxstore.Source, error) {
+	if r.source != nil {
+		return r.source, nil
+	}
+	if r.rest == nil {
+		return nil, errors.New("no *rest.Config in the app to connect stores to an API server; supply one, or an fxstore.Source")
+	}
+	src, err := fxstore.NewClusterSource(r.rest, r.scheme)
+	if err != nil {
+		return nil, fmt.Errorf("connect stores: %w", err)
+	}
+	return src, nil
+}
+
+// rollback undoes a start that failed part way.
+func (r *runner) rollback() {
+	r.registry.Stop()
+	metrics.Registry.Unregister(r.registry)
+	r.servers.close(context.Background())
+}
+
+// startRunnables starts, with ctx, the runnables that need leadership
+// (leader) or those that do not (!leader). Without leader election, leader
+// means all of them.
+func (r *runner) startRunnables(ctx context.Context, leader bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopping {
+		return
+	}
+	n := 0
+	for _, rn := range r.runnables {
+		if r.cfg.LeaderElection.Enabled && needsLeader(rn) != leader {
+			continue
+		}
+		n++
+		r.runnablesDone.Go(func() {
+			if err := rn.Start(ctx); err != nil && ctx.Err() == nil {
+				r.log.Error("runnable failed; stopping the app", zap.Stringer("runnable", describe(rn)), zap.Error(err))
+				r.shutdown(1)
+			}
+		})
+	}
+	r.log.Info("runnables started", zap.Int("runnables", n), zap.Bool("leader", leader))
+}
+
+func needsLeader(rn manager.Runnable) bool {
+	if l, ok := rn.(manager.LeaderElectionRunnable); ok {
+		return l.NeedLeaderElection()
+	}
+	return true
+}
+
+// describe names a runnable in logs.
+func describe(rn manager.Runnable) fmt.Stringer {
+	if s, ok := rn.(fmt.Stringer); ok {
+		return s
+	}
+	return stringer(fmt.Sprintf("%T", rn))
+}
+
+type stringer string
+
+func (s stringer) String() string { return string(s) }
+
+func (r *runner) shutdown(code int) {
+	if err := r.shutdowner.Shutdown(fx.ExitCode(code)); err != nil {
+		r.log.Error("cannot stop the app", zap.Error(err))
+	}
+}
+
+func (r *runner) stop(ctx context.Context) error {
+	r.state.Store(stopping)
+	r.mu.Lock()
+	r.stopping = true
+	r.mu.Unlock()
+
+	if r.cancelRun != nil {
+		r.cancelRun()
+		done := make(chan struct{})
+		go func() { r.runnablesDone.Wait(); close(done) }()
+		timeout := time.NewTimer(r.cfg.StopTimeout)
+		defer timeout.Stop()
+		select {
+		case <-done:
+		case <-timeout.C:
+			r.log.Warn("runnables did not finish within the stop timeout; stopping anyway", zap.Duration("stopTimeout", r.cfg.StopTimeout))
+		case <-ctx.Done():
+		}
+	}
+	if r.stopElection != nil {
+		r.stopElection()
+		select {
+		case <-r.electionDone:
+		case <-ctx.Done():
+		}
+	}
+	r.rollback()
+	r.log.Info("stopped")
+	_ = r.log.Sync()
+	return nil
+}
+
+// readiness is the /readyz check.
+func (r *runner) readiness() error {
+	switch s, _ := r.state.Load().(state); s {
+	case ready, standby:
+		return nil
+	case "":
+		return errors.New(string(starting))
+	default:
+		return errors.New(string(s))
+	}
+}
