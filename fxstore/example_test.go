@@ -1,0 +1,60 @@
+package fxstore_test
+
+import (
+	"context"
+	"fmt"
+
+	"go.uber.org/fx"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/fxstore/fxstoretest"
+)
+
+// Two modules ask for ConfigMaps labelled app=web, writing the selector
+// differently; they share one store. The in-memory fxstoretest.Module stands
+// in for an API server.
+func ExampleFor() {
+	var a, b *fxstore.Store[*corev1.ConfigMap]
+	app := fx.New(
+		fx.NopLogger,
+		fxstoretest.Module(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+			Namespace: "default", Name: "web-config", Labels: map[string]string{"app": "web", "tier": "front"},
+		}}),
+		fx.Module("first", fx.Invoke(func(r *fxstore.Registry) (err error) {
+			a, err = fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{LabelSelector: "app=web,tier=front"})
+			return err
+		})),
+		fx.Module("second", fx.Invoke(func(r *fxstore.Registry) (err error) {
+			b, err = fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{LabelSelector: "tier in (front), app==web"})
+			return err
+		})),
+		fx.Invoke(func(r *fxstore.Registry) {
+			fmt.Printf("%d requests, %d store\n", r.Requests(), len(r.Stores()))
+		}),
+	)
+	if err := app.Start(context.Background()); err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer app.Stop(context.Background())
+
+	cm, err := b.Get("default", "web-config")
+	fmt.Println(a.Key(), cm.Name, err)
+	// Output:
+	// 2 requests, 1 store
+	// ConfigMap/v1 (all namespaces, labels "app=web,tier=front") web-config <nil>
+}
+
+// Before a store has synced, reads fail with ErrNotSynced instead of
+// answering from a half-filled cache.
+func ExampleStore_Get_notSynced() {
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	cms, _ := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{Namespace: "default"})
+	_, err := cms.Get("default", "x")
+	fmt.Println(err)
+	// Output:
+	// store ConfigMap/v1 (namespace "default"): store not synced yet
+}

@@ -1,0 +1,149 @@
+package test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
+	"go.uber.org/zap/zaptest"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/internal/testenv"
+	"github.com/fxkube/fxkube/lifecycle"
+)
+
+// consumers collects the stores that the modules of TestStoresAreSharedBySpec
+// asked for.
+type consumers struct {
+	web []*fxstore.Store[*corev1.ConfigMap]
+	api []*fxstore.Store[*corev1.ConfigMap]
+}
+
+func askFor(c *consumers, web bool, selector string) fx.Option {
+	return fx.Invoke(func(r *fxstore.Registry) error {
+		s, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{Namespace: "dedup", LabelSelector: selector})
+		if web {
+			c.web = append(c.web, s)
+		} else {
+			c.api = append(c.api, s)
+		}
+		return err
+	})
+}
+
+// Five consumers in three modules ask for two distinct specs on ConfigMaps,
+// one written three equivalent ways: the API server sees two informers' worth
+// of requests, and each store holds exactly the objects its spec selects.
+func TestStoresAreSharedBySpec(t *testing.T) {
+	cfg := testenv.Config(t)
+	ctx := t.Context()
+	kube, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	_, err = kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "dedup"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	create := func(name string, labels map[string]string) {
+		t.Helper()
+		_, err := kube.CoreV1().ConfigMaps("dedup").Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	create("front", map[string]string{"app": "web", "tier": "front"})
+	create("back", map[string]string{"app": "web", "tier": "back"})
+	create("api", map[string]string{"app": "api"})
+
+	var c consumers
+	app := fxtest.New(t,
+		fx.Supply(cfg, zaptest.NewLogger(t)),
+		fxstore.Module,
+		lifecycle.Options(lifecycle.Config{MetricsBindAddress: "0", HealthProbeBindAddress: "0"}),
+		fx.Module("checkout", askFor(&c, true, "app=web,tier=front"), askFor(&c, false, "app=api")),
+		fx.Module("billing", askFor(&c, true, " tier=front , app==web")),
+		fx.Module("audit", askFor(&c, true, "tier in (front),app=web"), askFor(&c, false, "app in (api)")),
+	)
+	before := scrapeRequests(t, cfg, "configmaps")
+	app.RequireStart()
+	defer app.RequireStop()
+
+	require.Len(t, c.web, 3)
+	require.Len(t, c.api, 2)
+	for _, s := range c.web[1:] {
+		assert.Same(t, c.web[0].Informer(), s.Informer())
+	}
+	assert.Same(t, c.api[0].Informer(), c.api[1].Informer())
+	assert.NotSame(t, c.web[0].Informer(), c.api[0].Informer())
+
+	// Each informer opens one watch; it gets its initial list either from a
+	// LIST or, with client-go's streaming lists, from that watch.
+	var after apiRequests
+	require.Eventually(t, func() bool {
+		after = scrapeRequests(t, cfg, "configmaps")
+		return after.OpenWatches-before.OpenWatches >= 2
+	}, 10*time.Second, 50*time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // let any extra request show up
+	after = scrapeRequests(t, cfg, "configmaps")
+	assert.Equal(t, 2.0, after.OpenWatches-before.OpenWatches, "open WATCH requests for configmaps")
+	assert.LessOrEqual(t, after.Lists-before.Lists, 2.0, "LIST requests for configmaps")
+	assert.Equal(t, 0.0, after.Watches-before.Watches, "no watch was dropped and reopened")
+	t.Logf("configmaps: %v LIST, %v open WATCH (before: %+v, after: %+v)", after.Lists-before.Lists, after.OpenWatches-before.OpenWatches, before, after)
+
+	web, api := c.web[0], c.api[0]
+	holds := func(s *fxstore.Store[*corev1.ConfigMap], want ...string) func() bool {
+		return func() bool {
+			objs, err := s.List()
+			if err != nil {
+				return false
+			}
+			var got []string
+			for _, o := range objs {
+				got = append(got, o.Name)
+			}
+			slices.Sort(got)
+			slices.Sort(want)
+			return slices.Equal(got, want)
+		}
+	}
+	eventually := func(cond func() bool, msg string) {
+		t.Helper()
+		require.Eventually(t, cond, 10*time.Second, 20*time.Millisecond, msg)
+	}
+	eventually(holds(web, "front"), "initial web")
+	eventually(holds(api, "api"), "initial api")
+
+	create("front2", map[string]string{"app": "web", "tier": "front"})
+	eventually(holds(web, "front", "front2"), "created")
+
+	back, err := kube.CoreV1().ConfigMaps("dedup").Get(ctx, "back", metav1.GetOptions{})
+	require.NoError(t, err)
+	back.Labels["tier"] = "front"
+	_, err = kube.CoreV1().ConfigMaps("dedup").Update(ctx, back, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	eventually(holds(web, "front", "front2", "back"), "updated into the selector")
+
+	apiObj, err := kube.CoreV1().ConfigMaps("dedup").Get(ctx, "api", metav1.GetOptions{})
+	require.NoError(t, err)
+	apiObj.Labels = map[string]string{"app": "web", "tier": "front"}
+	_, err = kube.CoreV1().ConfigMaps("dedup").Update(ctx, apiObj, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	eventually(holds(api), "updated out of the api selector")
+	eventually(holds(web, "front", "front2", "back", "api"), "and into the web one")
+
+	require.NoError(t, kube.CoreV1().ConfigMaps("dedup").Delete(ctx, "front", metav1.DeleteOptions{}))
+	eventually(holds(web, "front2", "back", "api"), "deleted")
+	for _, s := range append(c.web, c.api...) {
+		got, err := s.Get("dedup", "front2")
+		if s.Key() == api.Key() {
+			assert.Error(t, err)
+			continue
+		}
+		require.NoError(t, err)
+		assert.Empty(t, got.ManagedFields, "managedFields are stripped by default")
+	}
+}
