@@ -1,0 +1,229 @@
+package test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
+	"go.uber.org/zap/zaptest"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/internal/testenv"
+	"github.com/fxkube/fxkube/lifecycle"
+)
+
+// runnable is a manager.Runnable whose Start runs fn.
+type runnable func(ctx context.Context) error
+
+func (f runnable) Start(ctx context.Context) error { return f(ctx) }
+
+func provideRunnable(r manager.Runnable) fx.Option {
+	return fx.Provide(fx.Annotate(func() manager.Runnable { return r }, fx.ResultTags(`group:"`+lifecycle.RunnablesGroup+`"`)))
+}
+
+func storeOf[T fxstoreObject](spec fxstore.Spec, into **fxstore.Store[T]) fx.Option {
+	return fx.Invoke(func(r *fxstore.Registry) (err error) {
+		s, err := fxstore.For[T](r, spec)
+		if into != nil {
+			*into = s
+		}
+		return err
+	})
+}
+
+type fxstoreObject = interface {
+	*corev1.ConfigMap | *corev1.Secret | *unstructured.Unstructured
+	client.Object
+}
+
+// newApp is an app of opts on the test control plane, as cfg's user.
+func newApp(t *testing.T, cfg *rest.Config, lc lifecycle.Config, opts ...fx.Option) *fxtest.App {
+	t.Helper()
+	if lc.MetricsBindAddress == "" {
+		lc.MetricsBindAddress = "0"
+	}
+	if lc.HealthProbeBindAddress == "" {
+		lc.HealthProbeBindAddress = "0"
+	}
+	return fxtest.New(t,
+		fx.Supply(cfg, zaptest.NewLogger(t)),
+		fxstore.Module,
+		lifecycle.Options(lc),
+		fx.Options(opts...),
+	)
+}
+
+// A store whose kind the API server does not serve fails start at once.
+func TestStartFailsAtOnceForMissingCRD(t *testing.T) {
+	widgets := schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}
+	app := newApp(t, testenv.Config(t), lifecycle.Config{},
+		storeOf[*corev1.ConfigMap](fxstore.Spec{}, nil),
+		storeOf[*unstructured.Unstructured](fxstore.Spec{Kind: widgets}, nil),
+	)
+	begin := time.Now()
+	err := app.Start(t.Context())
+	require.Error(t, err)
+	assert.Less(t, time.Since(begin), 10*time.Second, "well under the 2m sync timeout")
+	assert.Contains(t, err.Error(), "store Widget.example.com/v1 (all namespaces, unstructured): kind not served by the API server; is the CRD installed?")
+	assert.NotContains(t, err.Error(), "ConfigMap", "only the failing store is named")
+}
+
+// failingTransport answers every request for one resource with 500, so its
+// store never syncs while the others do.
+type failingTransport struct {
+	next     http.RoundTripper
+	resource string
+}
+
+func (f failingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if strings.Contains(req.URL.Path, "/"+f.resource) {
+		return &http.Response{
+			StatusCode: http.StatusInternalServerError,
+			Header:     http.Header{"Content-Type": []string{"application/json"}},
+			Body:       io.NopCloser(strings.NewReader(`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected failure","reason":"InternalError","code":500}`)),
+			Request:    req,
+		}, nil
+	}
+	return f.next.RoundTrip(req)
+}
+
+// A store that cannot sync within the sync timeout is named, with its last
+// list/watch error, and the stores that did sync are not.
+func TestSyncTimeoutNamesStoreAndLastError(t *testing.T) {
+	cfg := testenv.Config(t)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return failingTransport{rt, "secrets"} }
+	app := newApp(t, cfg, lifecycle.Config{SyncTimeout: 3 * time.Second},
+		storeOf[*corev1.ConfigMap](fxstore.Spec{}, nil),
+		storeOf[*corev1.Secret](fxstore.Spec{Namespace: "default"}, nil),
+	)
+	err := app.Start(t.Context())
+	require.Error(t, err)
+	msg := err.Error()
+	assert.Contains(t, msg, "stores did not sync within the sync timeout of 3s")
+	assert.Contains(t, msg, `store Secret/v1 (namespace "default"): not synced; last list/watch error:`)
+	assert.Contains(t, msg, "injected failure")
+	assert.NotContains(t, msg, "ConfigMap")
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func status(addr, path string) int {
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
+}
+
+// slowTransport delays every request for one resource.
+type slowTransport struct {
+	next     http.RoundTripper
+	resource string
+	delay    time.Duration
+}
+
+func (s slowTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if strings.Contains(req.URL.Path, "/"+s.resource) {
+		select {
+		case <-time.After(s.delay):
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		}
+	}
+	return s.next.RoundTrip(req)
+}
+
+// /readyz is 503 while stores sync, 200 once they have and runnables run,
+// and 503 again as soon as stop begins.
+func TestReadinessAcrossStartAndStop(t *testing.T) {
+	cfg := testenv.Config(t)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return slowTransport{rt, "secrets", time.Second}
+	}
+	probes := freeAddr(t)
+	var duringStop atomic.Int32
+	app := newApp(t, cfg, lifecycle.Config{HealthProbeBindAddress: probes},
+		storeOf[*corev1.Secret](fxstore.Spec{}, nil),
+		provideRunnable(runnable(func(ctx context.Context) error {
+			<-ctx.Done()
+			duringStop.Store(int32(status(probes, "/readyz")))
+			return nil
+		})),
+	)
+	started := make(chan error, 1)
+	go func() { started <- app.Start(t.Context()) }()
+	require.Eventually(t, func() bool { return status(probes, "/healthz") == http.StatusOK }, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, http.StatusServiceUnavailable, status(probes, "/readyz"), "not ready while syncing")
+	require.NoError(t, <-started)
+	assert.Equal(t, http.StatusOK, status(probes, "/readyz"))
+	require.NoError(t, app.Stop(t.Context()))
+	assert.Equal(t, int32(http.StatusServiceUnavailable), duringStop.Load(), "not ready once stop begins")
+	assert.Equal(t, 0, status(probes, "/readyz"), "servers closed")
+}
+
+// Two replicas with leader election: both sync their stores, only the leader
+// runs runnables, and when it stops the other takes over within the lease
+// duration.
+func TestLeaderElectionHandsOver(t *testing.T) {
+	le := lifecycle.LeaderElection{
+		Enabled: true, Namespace: "default", Name: "fxkube-test",
+		LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond,
+	}
+	type replica struct {
+		app     *fxtest.App
+		running atomic.Bool
+		store   *fxstore.Store[*corev1.ConfigMap]
+	}
+	newReplica := func(id string) *replica {
+		r := &replica{}
+		le := le
+		le.Identity = id
+		r.app = newApp(t, testenv.Config(t), lifecycle.Config{LeaderElection: le},
+			storeOf[*corev1.ConfigMap](fxstore.Spec{}, &r.store),
+			provideRunnable(runnable(func(ctx context.Context) error {
+				r.running.Store(true)
+				<-ctx.Done()
+				r.running.Store(false)
+				return nil
+			})),
+		)
+		return r
+	}
+	a, b := newReplica("a"), newReplica("b")
+	a.app.RequireStart()
+	require.Eventually(t, a.running.Load, 10*time.Second, 50*time.Millisecond, "the first replica leads")
+	b.app.RequireStart()
+	assert.True(t, b.store.HasSynced(), "the standby's stores are warm")
+	time.Sleep(2 * le.RetryPeriod)
+	assert.False(t, b.running.Load(), "the standby runs nothing")
+
+	stopped := time.Now()
+	a.app.RequireStop()
+	assert.False(t, a.running.Load())
+	require.Eventually(t, b.running.Load, le.LeaseDuration, 50*time.Millisecond, "the standby takes over within the lease duration")
+	t.Logf("handover took %s", time.Since(stopped))
+	b.app.RequireStop()
+}
