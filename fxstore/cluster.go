@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -24,7 +25,7 @@ var ErrKindNotServed = errors.New("kind not served by the API server; is the CRD
 // watch.
 type AccessError struct {
 	User      string
-	Verb      string
+	Verbs     []string // denied verbs: list, watch
 	Resource  string // resource.group
 	Namespace string // empty for all namespaces
 	Reason    string // from the authorizer, if it gave one
@@ -35,7 +36,7 @@ func (e *AccessError) Error() string {
 	if e.Namespace != "" {
 		where = fmt.Sprintf("in namespace %q", e.Namespace)
 	}
-	msg := fmt.Sprintf("forbidden: user %q cannot %s %s %s", e.User, e.Verb, e.Resource, where)
+	msg := fmt.Sprintf("forbidden: user %q cannot %s %s %s", e.User, strings.Join(e.Verbs, " or "), e.Resource, where)
 	if e.Reason != "" {
 		msg += " (" + e.Reason + ")"
 	}
@@ -95,6 +96,7 @@ func (c *ClusterSource) Bind(ctx context.Context, key Key) (Binding, error) {
 }
 
 func (c *ClusterSource) checkAccess(ctx context.Context, gr schema.GroupResource, namespace string) error {
+	denied := &AccessError{Resource: gr.String(), Namespace: namespace}
 	var errs []error
 	for _, verb := range []string{"list", "watch"} {
 		review := &authorizationv1.SelfSubjectAccessReview{
@@ -106,10 +108,15 @@ func (c *ClusterSource) checkAccess(ctx context.Context, gr schema.GroupResource
 		case err != nil:
 			errs = append(errs, fmt.Errorf("check %s access to %s: %w", verb, gr, err))
 		case !review.Status.Allowed:
-			errs = append(errs, &AccessError{
-				User: c.user(), Verb: verb, Resource: gr.String(), Namespace: namespace, Reason: review.Status.Reason,
-			})
+			denied.Verbs = append(denied.Verbs, verb)
+			if denied.Reason == "" {
+				denied.Reason = review.Status.Reason
+			}
 		}
+	}
+	if len(denied.Verbs) > 0 {
+		denied.User = c.user()
+		errs = append(errs, denied)
 	}
 	return errors.Join(errs...)
 }

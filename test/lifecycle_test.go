@@ -16,8 +16,11 @@ import (
 	"go.uber.org/fx/fxtest"
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -226,4 +229,38 @@ func TestLeaderElectionHandsOver(t *testing.T) {
 	require.Eventually(t, b.running.Load, le.LeaseDuration, 50*time.Millisecond, "the standby takes over within the lease duration")
 	t.Logf("handover took %s", time.Since(stopped))
 	b.app.RequireStop()
+}
+
+// A user without list permission on one store: start fails at once, naming
+// the store, the verb, the user and "forbidden", and not the stores it may
+// read.
+func TestStartFailsAtOnceWhenForbidden(t *testing.T) {
+	admin := testenv.Config(t)
+	kube, err := kubernetes.NewForConfig(admin)
+	require.NoError(t, err)
+	// alice may read Secrets in "default", and nothing else.
+	_, err = kube.RbacV1().Roles("default").Create(t.Context(), &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "alice"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = kube.RbacV1().RoleBindings("default").Create(t.Context(), &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "alice"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "alice"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "alice"}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	app := newApp(t, testenv.User(t, "alice"), lifecycle.Config{},
+		storeOf[*corev1.Secret](fxstore.Spec{Namespace: "default"}, nil),
+		storeOf[*corev1.ConfigMap](fxstore.Spec{LabelSelector: "app=web"}, nil),
+	)
+	begin := time.Now()
+	err = app.Start(t.Context())
+	require.Error(t, err)
+	assert.Less(t, time.Since(begin), 10*time.Second, "well under the 2m sync timeout")
+	msg := err.Error()
+	t.Log(msg)
+	assert.Contains(t, msg, `store ConfigMap/v1 (all namespaces, labels "app=web"): forbidden: user "alice" cannot list or watch configmaps at cluster scope`)
+	assert.NotContains(t, msg, "Secret")
 }

@@ -136,6 +136,9 @@ type listerWatcher struct {
 
 	mu       sync.Mutex
 	selected map[string]bool // keys of objects the store was last told match
+	// pending is the watch List opened before listing, so that no change
+	// between the list and the watch is lost; the next Watch returns it.
+	pending watch.Interface
 }
 
 var _ cache.ListerWatcherWithContext = (*listerWatcher)(nil)
@@ -152,16 +155,28 @@ func (lw *listerWatcher) ListWithContext(ctx context.Context, _ metav1.ListOptio
 	if err := lw.source.waitForRelease(ctx); err != nil {
 		return nil, err
 	}
+	// Watch first: changes after this point reach the watch, and those the
+	// list already holds come again as harmless updates.
+	w, err := lw.source.client.Watch(ctx, lw.newNative(), client.InNamespace(lw.key.Namespace))
+	if err != nil {
+		return nil, err
+	}
 	native := lw.newNative()
 	if err := lw.source.client.List(ctx, native, client.InNamespace(lw.key.Namespace)); err != nil {
+		w.Stop()
 		return nil, err
 	}
 	items, err := meta.ExtractList(native)
 	if err != nil {
+		w.Stop()
 		return nil, err
 	}
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
+	if lw.pending != nil {
+		lw.pending.Stop()
+	}
+	lw.pending = w
 	clear(lw.selected)
 	var out []k8sruntime.Object
 	for _, item := range items {
@@ -183,9 +198,15 @@ func (lw *listerWatcher) ListWithContext(ctx context.Context, _ metav1.ListOptio
 }
 
 func (lw *listerWatcher) WatchWithContext(ctx context.Context, _ metav1.ListOptions) (watch.Interface, error) {
-	w, err := lw.source.client.Watch(ctx, lw.newNative(), client.InNamespace(lw.key.Namespace))
-	if err != nil {
-		return nil, err
+	lw.mu.Lock()
+	w := lw.pending
+	lw.pending = nil
+	lw.mu.Unlock()
+	if w == nil {
+		var err error
+		if w, err = lw.source.client.Watch(ctx, lw.newNative(), client.InNamespace(lw.key.Namespace)); err != nil {
+			return nil, err
+		}
 	}
 	return newFilteredWatch(w, lw.filter), nil
 }

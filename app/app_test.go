@@ -1,0 +1,142 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
+	"go.uber.org/goleak"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/yaml"
+
+	"github.com/fxkube/fxkube/app"
+	"github.com/fxkube/fxkube/fxcontroller"
+	"github.com/fxkube/fxkube/fxstore"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var nop = reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return reconcile.Result{}, nil })
+
+// Two modules: "deploys" reconciles Deployments and watches all ConfigMaps;
+// "secrets" reconciles Secrets in one namespace and asks for all ConfigMaps
+// too, so one informer serves two requests.
+var (
+	deploys = fx.Module("deploys", fxcontroller.Provide(newDeploys))
+	secrets = fx.Module("secrets", fxcontroller.Provide(newSecrets))
+)
+
+func newDeploys(r *fxstore.Registry) (*fxcontroller.Controller, error) {
+	ds, err := fxstore.For[*appsv1.Deployment](r, fxstore.Spec{})
+	if err != nil {
+		return nil, err
+	}
+	cms, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{})
+	if err != nil {
+		return nil, err
+	}
+	toNothing := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request { return nil })
+	return fxcontroller.New("deploys", ds, nop,
+		fxcontroller.Watches(cms, toNothing),
+		fxcontroller.Writes(appsv1.Resource("deployments"), "patch"))
+}
+
+func newSecrets(r *fxstore.Registry) (*fxcontroller.Controller, error) {
+	ss, err := fxstore.For[*corev1.Secret](r, fxstore.Spec{Namespace: "team", LabelSelector: "b=2, a=1"})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{}); err != nil {
+		return nil, err
+	}
+	return fxcontroller.New("secrets", ss, nop, fxcontroller.Writes(corev1.Resource("secrets"), "update"))
+}
+
+func execute(t *testing.T, modules []fx.Option, args ...string) (string, error) {
+	t.Helper()
+	cmd := app.Command("demo", modules...)
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+func TestDescribe(t *testing.T) {
+	out, err := execute(t, []fx.Option{deploys, secrets}, "describe")
+	require.NoError(t, err)
+	assert.Contains(t, out, "4 store requests → 3 informers")
+	assert.Contains(t, out, "ConfigMap/v1 (all namespaces)\n    consumers: app_test.newDeploys, app_test.newSecrets\n    controllers: deploys\n")
+	assert.Contains(t, out, `Secret/v1 (namespace "team", labels "a=1,b=2")`)
+	assert.Contains(t, out, "  deploys (declared by app_test.newDeploys)\n    primary: Deployment.apps/v1 (all namespaces)\n    watches: ConfigMap/v1 (all namespaces)\n    writes:  deployments.apps (patch)\n")
+
+	out, err = execute(t, []fx.Option{deploys, secrets}, "describe", "-o", "json")
+	require.NoError(t, err)
+	var g app.Graph
+	require.NoError(t, json.Unmarshal([]byte(out), &g))
+	assert.Equal(t, 4, g.Requests)
+	assert.Equal(t, 3, g.Informers)
+	require.Len(t, g.Stores, 3)
+	require.Len(t, g.Controllers, 2)
+	assert.Equal(t, "deploys", g.Controllers[0].Name)
+	assert.Equal(t, "team", g.Stores[2].Namespace)
+	assert.Equal(t, "a=1,b=2", g.Stores[2].LabelSelector)
+
+	_, err = execute(t, []fx.Option{deploys}, "describe", "-o", "yaml")
+	require.ErrorContains(t, err, `unknown --output "yaml"; use text or json`)
+}
+
+func TestDescribeReportsBadModules(t *testing.T) {
+	bad := fx.Module("bad", fx.Invoke(func(r *fxstore.Registry) error {
+		_, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{LabelSelector: "a=("})
+		return err
+	}))
+	_, err := execute(t, []fx.Option{bad}, "describe")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `store ConfigMap/v1 (all namespaces, labels "a=(")`)
+	assert.Contains(t, err.Error(), "invalid label selector")
+}
+
+func TestRBAC(t *testing.T) {
+	out, err := execute(t, []fx.Option{deploys, secrets}, "rbac", "--service-account", "ops/demo", "--leader-elect", "--leader-election-namespace", "ops")
+	require.NoError(t, err)
+	docs := strings.Split(out, "---\n")
+	require.Len(t, docs, 6, out)
+
+	var cr rbacv1.ClusterRole
+	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[0]), &cr))
+	assert.Equal(t, "ClusterRole", cr.Kind)
+	assert.Equal(t, []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"update"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list", "patch", "watch"}},
+		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	}, cr.Rules)
+
+	var crb rbacv1.ClusterRoleBinding
+	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[1]), &crb))
+	assert.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "ops", Name: "demo"}}, crb.Subjects)
+
+	var ops, team rbacv1.Role
+	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[2]), &ops))
+	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[4]), &team))
+	assert.Equal(t, "ops", ops.Namespace)
+	assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create", "get", "update"}}}, ops.Rules)
+	assert.Equal(t, "team", team.Namespace)
+	assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}}}, team.Rules,
+		"every Secret store is in team, so a Role there grants reading them")
+
+	_, err = execute(t, nil, "rbac", "--service-account", "nope")
+	require.ErrorContains(t, err, `--service-account "nope": want namespace/name`)
+}

@@ -1,0 +1,166 @@
+package app
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+	"k8s.io/client-go/rest"
+
+	"github.com/fxkube/fxkube/fxcontroller"
+	"github.com/fxkube/fxkube/fxstore"
+)
+
+// Graph is what the app's modules declared: its stores and controllers. The
+// describe command prints it; `describe --output json` prints it as JSON.
+type Graph struct {
+	// Requests counts the store requests of all modules; Informers counts
+	// the distinct stores serving them, one informer each.
+	Requests    int          `json:"requests"`
+	Informers   int          `json:"informers"`
+	Stores      []Store      `json:"stores"`
+	Controllers []Controller `json:"controllers"`
+}
+
+// Store is one store of the Graph.
+type Store struct {
+	Key           string   `json:"key"`
+	Group         string   `json:"group"`
+	Version       string   `json:"version"`
+	Kind          string   `json:"kind"`
+	Namespace     string   `json:"namespace,omitempty"`
+	LabelSelector string   `json:"labelSelector,omitempty"`
+	FieldSelector string   `json:"fieldSelector,omitempty"`
+	Projection    string   `json:"projection"`
+	Transform     string   `json:"transform"`
+	Consumers     []string `json:"consumers"`
+	Controllers   []string `json:"controllers,omitempty"`
+	Indexes       []string `json:"indexes,omitempty"`
+}
+
+// Controller is one controller of the Graph.
+type Controller struct {
+	Name        string   `json:"name"`
+	DeclaredBy  string   `json:"declaredBy"`
+	Primary     string   `json:"primary"`
+	Secondary   []string `json:"secondary,omitempty"`
+	Writes      []string `json:"writes,omitempty"`
+	NeedsLeader bool     `json:"needsLeader"`
+}
+
+// unconnected is the API server the graph is built with when no cluster is
+// needed: building the graph does no I/O, so nothing ever connects to it.
+var unconnected = &rest.Config{Host: "https://unconnected.invalid"}
+
+// graphOf builds the app's fx graph without starting it and returns what the
+// modules declared.
+func (a *app) graphOf() (*fxstore.Registry, fxcontroller.Controllers, error) {
+	var (
+		reg   *fxstore.Registry
+		ctrls fxcontroller.Controllers
+	)
+	fxApp := fx.New(fx.NopLogger, a.graph(unconnected, zap.NewNop()), fx.Populate(&reg, &ctrls))
+	if err := fxApp.Err(); err != nil {
+		return nil, nil, err
+	}
+	return reg, ctrls, nil
+}
+
+// describe returns the app's Graph.
+func (a *app) describe() (Graph, error) {
+	reg, ctrls, err := a.graphOf()
+	if err != nil {
+		return Graph{}, err
+	}
+	g := Graph{Requests: reg.Requests()}
+	byKey := map[fxstore.Key][]string{}
+	for _, c := range ctrls {
+		info := c.Info()
+		gc := Controller{Name: info.Name, DeclaredBy: info.DeclaredBy, Primary: info.Primary.String(), NeedsLeader: info.NeedsLeader}
+		byKey[info.Primary] = append(byKey[info.Primary], info.Name)
+		for _, k := range info.Secondary {
+			gc.Secondary = append(gc.Secondary, k.String())
+			byKey[k] = append(byKey[k], info.Name)
+		}
+		for _, w := range info.Writes {
+			gc.Writes = append(gc.Writes, w.String())
+		}
+		g.Controllers = append(g.Controllers, gc)
+	}
+	for _, s := range reg.Stores() {
+		k := s.Key
+		g.Stores = append(g.Stores, Store{
+			Key: k.String(), Group: k.Kind.Group, Version: k.Kind.Version, Kind: k.Kind.Kind,
+			Namespace: k.Namespace, LabelSelector: k.LabelSelector, FieldSelector: k.FieldSelector,
+			Projection: k.Projection.String(), Transform: k.Transform,
+			Consumers: s.Consumers, Controllers: byKey[k], Indexes: s.Indexes,
+		})
+	}
+	g.Informers = len(g.Stores)
+	return g, nil
+}
+
+func (a *app) describeCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "describe",
+		Short: "Print the stores and controllers the modules declare, without contacting a cluster",
+		Long: `Print the stores and controllers the modules declare, without contacting a cluster.
+
+--output json prints a Graph object:
+  {"requests": N, "informers": M,
+   "stores": [{"key", "group", "version", "kind", "namespace", "labelSelector",
+               "fieldSelector", "projection", "transform", "consumers": [...],
+               "controllers": [...], "indexes": [...]}],
+   "controllers": [{"name", "declaredBy", "primary", "secondary": [...],
+                    "writes": [...], "needsLeader"}]}
+Store keys in "primary" and "secondary" match a store's "key".`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			g, err := a.describe()
+			if err != nil {
+				return err
+			}
+			switch output {
+			case "json":
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(g)
+			case "text", "":
+				g.WriteText(cmd.OutOrStdout())
+				return nil
+			}
+			return fmt.Errorf("unknown --output %q; use text or json", output)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	return cmd
+}
+
+// WriteText prints the graph for people.
+func (g Graph) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "%d store requests → %d informers\n\nStores:\n", g.Requests, g.Informers)
+	for _, s := range g.Stores {
+		fmt.Fprintf(w, "  %s\n    consumers: %s\n", s.Key, strings.Join(s.Consumers, ", "))
+		if len(s.Controllers) > 0 {
+			fmt.Fprintf(w, "    controllers: %s\n", strings.Join(s.Controllers, ", "))
+		}
+		if len(s.Indexes) > 0 {
+			fmt.Fprintf(w, "    indexes: %s\n", strings.Join(s.Indexes, ", "))
+		}
+	}
+	fmt.Fprintln(w, "\nControllers:")
+	for _, c := range g.Controllers {
+		fmt.Fprintf(w, "  %s (declared by %s)\n    primary: %s\n", c.Name, c.DeclaredBy, c.Primary)
+		for _, s := range c.Secondary {
+			fmt.Fprintf(w, "    watches: %s\n", s)
+		}
+		for _, wr := range c.Writes {
+			fmt.Fprintf(w, "    writes:  %s\n", wr)
+		}
+	}
+}

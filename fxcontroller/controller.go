@@ -1,0 +1,256 @@
+package fxcontroller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"runtime"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/zapr"
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fxkube/fxkube/fxstore"
+)
+
+// Controller reconciles the objects of one store with a controller-runtime
+// reconciler, and is fed by the shared informers of its stores. It is a
+// controller-runtime manager.Runnable: the app's lifecycle starts it once every
+// store has synced.
+type Controller struct {
+	name        string
+	declaredBy  string
+	primary     fxstore.Key
+	sources     []*storeSource // the primary's first
+	writes      []Write
+	needsLeader bool
+
+	ctrl controller.Controller
+	// log is set by New and, unless ownLogger (WithLogger), replaced by
+	// Collect with the app's before the controller starts.
+	log       atomic.Pointer[loggers]
+	ownLogger bool
+}
+
+// loggers are the controller's logger, as zap and as logr.
+type loggers struct {
+	zap  *zap.Logger
+	logr logr.Logger
+}
+
+var (
+	_ manager.Runnable               = (*Controller)(nil)
+	_ manager.LeaderElectionRunnable = (*Controller)(nil)
+	_ reconcile.Reconciler           = (*Controller)(nil)
+)
+
+// New returns a controller named name that reconciles the objects of primary
+// with r. Each change to a primary object enqueues a request for it; Watches
+// adds secondary stores whose changes enqueue primary objects too.
+//
+// The name identifies the controller in logs, metrics and events (as their
+// reporting controller); it must be unique in the app and a Kubernetes
+// qualified name, such as "rollout" or "example.com/rollout".
+//
+// New does no I/O and starts nothing; Start runs the controller. Underneath is
+// controller-runtime's controller, so its workqueue, rate limiting,
+// concurrency, panic recovery and metrics (controller_runtime_reconcile_*)
+// apply.
+func New[T client.Object](name string, primary *fxstore.Store[T], r reconcile.Reconciler, opts ...Option) (*Controller, error) {
+	o := options{leaderElection: true}
+	for _, opt := range opts {
+		if opt != nil {
+			opt.apply(&o)
+		}
+	}
+	var errs []error
+	if name == "" {
+		errs = append(errs, errors.New(`name is empty; name the controller, as in fxcontroller.New("rollout", ...)`))
+	} else if msgs := validation.IsQualifiedName(name); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("invalid name: %s", strings.Join(msgs, "; ")))
+	}
+	if primary == nil {
+		errs = append(errs, errors.New("primary store is nil; pass the store fxstore.For returned (check its error)"))
+	}
+	if isNil(r) {
+		errs = append(errs, errors.New("reconciler is nil"))
+	}
+	if err := errors.Join(append(errs, o.errs...)...); err != nil {
+		return nil, fmt.Errorf("controller %q: %w", name, err)
+	}
+
+	c := &Controller{
+		name:        name,
+		declaredBy:  callerName(2),
+		primary:     primary.Key(),
+		sources:     append([]*storeSource{newStoreSource(primary, &handler.EnqueueRequestForObject{}, o.predicates)}, o.watches...),
+		writes:      o.writes,
+		needsLeader: o.leaderElection,
+	}
+	if o.logger != nil {
+		c.ownLogger = true
+		c.setLogger(o.logger)
+	} else {
+		c.setLogger(zap.NewNop())
+	}
+	ctrl, err := controller.NewUnmanaged(name, controller.Options{
+		// Several apps may share a process, in tests; Provide checks that
+		// names are unique in each app.
+		SkipNameValidation:      new(true),
+		MaxConcurrentReconciles: o.maxConcurrent,
+		RateLimiter:             o.rateLimiter,
+		NeedLeaderElection:      new(o.leaderElection),
+		RecoverPanic:            new(true),
+		Reconciler:              r,
+		LogConstructor:          c.logFor,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("controller %q: %w", name, err)
+	}
+	for _, src := range c.sources {
+		if err := ctrl.Watch(src); err != nil {
+			return nil, fmt.Errorf("controller %q: %w", name, err)
+		}
+	}
+	c.ctrl = ctrl
+	return c, nil
+}
+
+// Name returns the controller's name.
+func (c *Controller) Name() string { return c.name }
+
+// String describes the controller, as `controller "rollout" of
+// Deployment.apps/v1 (all namespaces)`.
+func (c *Controller) String() string {
+	return fmt.Sprintf("controller %q of %s", c.name, c.primary)
+}
+
+// Info describes what a controller reads and writes, for the app's describe
+// and rbac commands.
+type Info struct {
+	Name string
+	// DeclaredBy is the function that called New, such as
+	// "rollout.newController".
+	DeclaredBy string
+	// Primary is the store whose objects the controller reconciles.
+	Primary fxstore.Key
+	// Secondary are the stores of its Watches options, in order.
+	Secondary []fxstore.Key
+	// Writes are what it declared with Writes, in order. Every controller
+	// also needs EventsWrite.
+	Writes []Write
+	// NeedsLeader reports whether it runs only on the leader.
+	NeedsLeader bool
+}
+
+// Info describes the controller.
+func (c *Controller) Info() Info {
+	info := Info{
+		Name:        c.name,
+		DeclaredBy:  c.declaredBy,
+		Primary:     c.primary,
+		Writes:      slices.Clone(c.writes),
+		NeedsLeader: c.needsLeader,
+	}
+	for _, src := range c.sources[1:] {
+		info.Secondary = append(info.Secondary, src.key)
+	}
+	return info
+}
+
+// Start runs the controller until ctx ends: it subscribes to its stores'
+// informers, waits for them to sync, and reconciles what they enqueue. When
+// ctx ends, Start stops taking requests, waits for the reconciles in flight
+// and unsubscribes from the informers before it returns. A controller starts
+// once.
+func (c *Controller) Start(ctx context.Context) error {
+	err := c.ctrl.Start(ctx)
+	for _, src := range c.sources {
+		err = errors.Join(err, src.stop())
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", c, err)
+	}
+	return nil
+}
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable; see
+// WithLeaderElection.
+func (c *Controller) NeedLeaderElection() bool { return c.needsLeader }
+
+// Reconcile reconciles req now, in the caller's goroutine, as the running
+// controller would: ctx carries the controller's logger (see LoggerFrom) and
+// a panic in the reconciler is recovered into an error and counted in
+// controller_runtime_reconcile_panics_total. It bypasses the workqueue, so
+// it neither retries nor requeues; tests use it to drive a reconciler.
+func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	return c.ctrl.Reconcile(logr.NewContext(ctx, c.logFor(&req)), req)
+}
+
+// Logger returns the controller's logger: the app's, named after the
+// controller, with a "controller" field.
+func (c *Controller) Logger() *zap.Logger { return c.log.Load().zap }
+
+func (c *Controller) setLogger(l *zap.Logger) {
+	l = l.Named(c.name).With(zap.String("controller", c.name))
+	c.log.Store(&loggers{zap: l, logr: zapr.NewLogger(l)})
+}
+
+// logFor is the controller's LogConstructor: the logger controller-runtime
+// puts in the context of each reconcile, with the fields its own default
+// adds.
+func (c *Controller) logFor(req *reconcile.Request) logr.Logger {
+	l := c.log.Load().logr
+	if req != nil {
+		l = l.WithValues("object", klog.KRef(req.Namespace, req.Name), "namespace", req.Namespace, "name", req.Name)
+	}
+	return l
+}
+
+// LoggerFrom returns the zap logger in a reconcile's context: the
+// controller's, with the request's fields. It is the logger
+// controller-runtime's log.FromContext returns, as a *zap.Logger. Outside a
+// controller's reconcile it returns zap.NewNop().
+func LoggerFrom(ctx context.Context) *zap.Logger {
+	l, err := logr.FromContext(ctx)
+	if err != nil {
+		return zap.NewNop()
+	}
+	if u, ok := l.GetSink().(zapr.Underlier); ok {
+		return u.GetUnderlying()
+	}
+	return zap.NewNop()
+}
+
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	return (rv.Kind() == reflect.Pointer || rv.Kind() == reflect.Func) && rv.IsNil()
+}
+
+// callerName names the function skip frames up, trimmed to its package's last
+// element ("rollout.newController").
+func callerName(skip int) string {
+	pc, _, _, ok := runtime.Caller(skip)
+	if !ok {
+		return "unknown"
+	}
+	name := runtime.FuncForPC(pc).Name()
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		name = name[i+1:]
+	}
+	return name
+}

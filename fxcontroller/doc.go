@@ -1,0 +1,71 @@
+// Package fxcontroller runs controller-runtime reconcilers on fxstore's
+// shared stores, as fx modules.
+//
+// A controller module declares a controller with Provide. Its constructor
+// asks the registry for the stores it needs, by watch spec, and returns New's
+// controller: a name (unique in the app), the primary store whose objects it
+// reconciles, a reconcile.Reconciler, and options such as Watches for
+// secondary stores whose changes map to primary objects:
+//
+//	var Module = fx.Module("rollout", fxcontroller.Provide(newController))
+//
+//	func newController(stores *fxstore.Registry, c client.Client, events fxcontroller.RecorderProvider) (*fxcontroller.Controller, error) {
+//		deployments, err := fxstore.For[*appsv1.Deployment](stores, fxstore.Spec{})
+//		if err != nil {
+//			return nil, err
+//		}
+//		configMaps, err := fxstore.For[*corev1.ConfigMap](stores, fxstore.Spec{})
+//		if err != nil {
+//			return nil, err
+//		}
+//		r := &reconciler{deployments: deployments, client: c, events: events.GetEventRecorder("rollout")}
+//		return fxcontroller.New("rollout", deployments, r,
+//			fxcontroller.Watches(configMaps, handler.EnqueueRequestsFromMapFunc(r.deploymentsUsing)),
+//			fxcontroller.WithPredicates(predicate.GenerationChangedPredicate{}),
+//			fxcontroller.Writes(appsv1.Resource("deployments"), "update", "patch"))
+//	}
+//
+// A controller adds no watch of its own to the API server: it subscribes to
+// the informers behind its stores, which every module asking for the same
+// spec shares. The app's lifecycle starts controllers only once every store
+// has synced, and only on the leader when leader election is on.
+//
+// Underneath is controller-runtime's controller, so its workqueue, rate
+// limiting, concurrency, panic recovery and metrics
+// (controller_runtime_reconcile_total, _errors_total, _panics_total, ...)
+// are controller-runtime's, and a reconciler written for kubebuilder runs
+// unchanged: reconcile.Request, reconcile.Result (RequeueAfter),
+// reconcile.TerminalError (not retried) and log.FromContext all work as
+// there. LoggerFrom gives the context's logger as a *zap.Logger.
+//
+// Module provides what reconcilers act with: a client.Client for writes and
+// direct reads, and a RecorderProvider for events.k8s.io/v1 Events. The
+// fxcontrollertest package provides in-memory stand-ins for unit tests.
+//
+// # Reading through stores
+//
+// Reconcilers should read the objects they watch through their stores, not
+// the client: a store read is a map lookup, costs the API server nothing,
+// and returns the object the store holds itself, without a copy. That object
+// is shared by every controller and module of the process, so never change
+// it. Copy it, change the copy, and write the copy:
+//
+//	deployment, err := r.deployments.Get(req.Namespace, req.Name)
+//	if err != nil {
+//		return reconcile.Result{}, client.IgnoreNotFound(err)
+//	}
+//	deployment = deployment.DeepCopy() // copy before mutating
+//	deployment.Spec.Replicas = ptr.To[int32](3)
+//	return reconcile.Result{}, r.client.Update(ctx, deployment)
+//
+// A store sees a write once its watch delivers it, moments later. A
+// reconcile that reads its store just after a write may see the object as it
+// was; its update then fails with a conflict and the request is retried,
+// which is what controller-runtime's cached client does too.
+//
+// # What a controller declares
+//
+// Info reports a controller's name, stores and declared writes, from which
+// the app's describe and rbac commands work: rbac grants list and watch on
+// every store, the writes declared with Writes, and EventsWrite.
+package fxcontroller

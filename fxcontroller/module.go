@@ -1,0 +1,187 @@
+package fxcontroller
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"reflect"
+	"runtime"
+	"slices"
+	"strings"
+
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+)
+
+// Module runs the app's controllers and gives reconcilers what they act
+// with. It provides:
+//
+//   - a controller-runtime client.Client for writes and direct reads, talking
+//     to the API server the app's *rest.Config points at;
+//   - a RecorderProvider whose recorders send events.k8s.io/v1 Events there;
+//   - Controllers, every controller declared with Provide, which it also
+//     hands to the app's lifecycle (see Collect).
+//
+// It needs a *rest.Config and fxstore.Module's *runtime.Scheme, and uses the
+// app's *zap.Logger if there is one. Constructing it does no I/O.
+var Module = fx.Module("fxcontroller",
+	Collect,
+	fx.Provide(fx.Private, newConnection),
+	fx.Provide(newClient, newRecorderProvider),
+)
+
+// Collect gathers the controllers declared with Provide: it fails fx.New if
+// two share a name, gives each the app's *zap.Logger (unless it has
+// WithLogger), provides them as Controllers and hands them to the app's
+// lifecycle as manager.Runnables, in the "fxkube.runnables" value group.
+// Module includes it; use it alone to run controllers with a client.Client and
+// a RecorderProvider of your own, as fxcontrollertest does.
+var Collect = fx.Options(
+	fx.Provide(collect),
+	// Build every controller in fx.New, so bad and duplicate controllers
+	// fail there even when nothing runs them.
+	fx.Invoke(func(Controllers) {}),
+)
+
+// controllersGroup is the value group of the controllers Provide declares.
+const controllersGroup = "fxcontroller.controllers"
+
+// Provide declares a controller of the app. constructor is an fx constructor
+// returning a *Controller, or a *Controller and an error; it may take
+// anything in the app's graph, such as the *fxstore.Registry, a client.Client
+// and a RecorderProvider:
+//
+//	var Module = fx.Module("rollout", fxcontroller.Provide(newController))
+//
+//	func newController(stores *fxstore.Registry, c client.Client) (*fxcontroller.Controller, error) {
+//		deployments, err := fxstore.For[*appsv1.Deployment](stores, fxstore.Spec{})
+//		if err != nil {
+//			return nil, err
+//		}
+//		return fxcontroller.New("rollout", deployments, &reconciler{client: c})
+//	}
+//
+// The app's lifecycle starts the controller once every store has synced (and,
+// with leader election, once it leads), and stops it before the stores.
+func Provide(constructor any) fx.Option {
+	if err := checkConstructor(constructor); err != nil {
+		return fx.Error(fmt.Errorf("fxcontroller.Provide(%s): %w", funcName(constructor), err))
+	}
+	return fx.Provide(fx.Annotate(constructor, fx.ResultTags(`group:"`+controllersGroup+`"`)))
+}
+
+var (
+	controllerType = reflect.TypeFor[*Controller]()
+	errorType      = reflect.TypeFor[error]()
+)
+
+func checkConstructor(constructor any) error {
+	t := reflect.TypeOf(constructor)
+	if t == nil || t.Kind() != reflect.Func {
+		return fmt.Errorf("got %T; want a function returning *fxcontroller.Controller", constructor)
+	}
+	switch {
+	case t.NumOut() == 1 && t.Out(0) == controllerType:
+	case t.NumOut() == 2 && t.Out(0) == controllerType && t.Out(1) == errorType:
+	default:
+		return fmt.Errorf("returns %s; want *fxcontroller.Controller, or *fxcontroller.Controller and error", results(t))
+	}
+	return nil
+}
+
+func results(t reflect.Type) string {
+	out := make([]string, t.NumOut())
+	for i := range out {
+		out[i] = t.Out(i).String()
+	}
+	return "(" + strings.Join(out, ", ") + ")"
+}
+
+func funcName(fn any) string {
+	if v := reflect.ValueOf(fn); v.Kind() == reflect.Func && !v.IsNil() {
+		if f := runtime.FuncForPC(v.Pointer()); f != nil {
+			return f.Name()
+		}
+	}
+	return fmt.Sprintf("%T", fn)
+}
+
+// Controllers are the app's controllers, sorted by name. Collect provides
+// them.
+type Controllers []*Controller
+
+type collectParams struct {
+	fx.In
+
+	Controllers []*Controller `group:"fxcontroller.controllers"`
+	Logger      *zap.Logger   `optional:"true"`
+}
+
+type collectResult struct {
+	fx.Out
+
+	Controllers Controllers
+	// The value group lifecycle.RunnablesGroup, which the app's lifecycle
+	// starts.
+	Runnables []manager.Runnable `group:"fxkube.runnables,flatten"`
+}
+
+func collect(p collectParams) (collectResult, error) {
+	cs := slices.Clone(p.Controllers)
+	var errs []error
+	cs = slices.DeleteFunc(cs, func(c *Controller) bool {
+		if c == nil {
+			errs = append(errs, errors.New("a constructor given to fxcontroller.Provide returned a nil *Controller and no error"))
+		}
+		return c == nil
+	})
+	slices.SortFunc(cs, func(a, b *Controller) int {
+		return strings.Compare(a.name+"\x00"+a.declaredBy, b.name+"\x00"+b.declaredBy)
+	})
+	for i := 1; i < len(cs); i++ {
+		if a, b := cs[i-1], cs[i]; a.name == b.name {
+			errs = append(errs, fmt.Errorf("controller name %q is used by both %s and %s; give each controller of the app its own name",
+				a.name, a.declaredBy, b.declaredBy))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return collectResult{}, err
+	}
+	runnables := make([]manager.Runnable, len(cs))
+	for i, c := range cs {
+		if p.Logger != nil && !c.ownLogger {
+			c.setLogger(p.Logger)
+		}
+		runnables[i] = c
+	}
+	return collectResult{Controllers: cs, Runnables: runnables}, nil
+}
+
+// connection is the app's API server and the HTTP client Module's clients
+// share.
+type connection struct {
+	config *rest.Config
+	http   *http.Client
+}
+
+func newConnection(cfg *rest.Config) (connection, error) {
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return connection{}, fmt.Errorf("http client for %s: %w", cfg.Host, err)
+	}
+	return connection{config: cfg, http: hc}, nil
+}
+
+// newClient returns a client that reads from and writes to the API server.
+// Its REST mapper discovers kinds lazily, so it does no I/O until used.
+func newClient(conn connection, scheme *k8sruntime.Scheme) (client.Client, error) {
+	c, err := client.New(conn.config, client.Options{HTTPClient: conn.http, Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("client for %s: %w", conn.config.Host, err)
+	}
+	return c, nil
+}

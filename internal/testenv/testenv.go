@@ -1,0 +1,141 @@
+package testenv
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/fxkube/fxkube/internal/controlplane"
+)
+
+// running is the control plane of this test binary, set while the tests run.
+var running *env
+
+type env struct {
+	cp         *controlplane.Running
+	kubeconfig string // path of a kubeconfig file for the admin
+	kubectl    string // path of the kubectl binary
+	tmp        string // holds kubeconfig
+}
+
+// WithControlPlane wraps m so that its Run starts a control plane, runs the
+// tests, and stops the control plane. When the control plane cannot start,
+// Run reports why on stderr and returns 1 without running any test.
+func WithControlPlane(m *testing.M) interface{ Run() int } {
+	return runner{m}
+}
+
+type runner struct{ m *testing.M }
+
+func (r runner) Run() int {
+	e, err := start()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "testenv: start control plane: %v\n", err)
+		return 1
+	}
+	running = e
+	code := r.m.Run()
+	running = nil
+	if err := e.stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "testenv: stop control plane: %v\n", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}
+
+// Config returns a copy of the admin client config of the running control
+// plane; callers may change it.
+func Config(tb testing.TB) *rest.Config {
+	tb.Helper()
+	return rest.CopyConfig(current(tb).cp.Config)
+}
+
+// User returns a client config for a user of the running control plane with
+// the given name and groups, authenticated by a client certificate. The user
+// may do only what RBAC grants it.
+func User(tb testing.TB, name string, groups ...string) *rest.Config {
+	tb.Helper()
+	cfg, err := current(tb).cp.AddUser(name, groups...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cfg
+}
+
+// KubeconfigPath returns the path of a kubeconfig file for the admin user of
+// the running control plane, for clients such as kubectl. Tests must not
+// change the file.
+func KubeconfigPath(tb testing.TB) string {
+	tb.Helper()
+	return current(tb).kubeconfig
+}
+
+// KubectlPath returns the path of the kubectl binary built with the control
+// plane, whose version matches the API server's.
+func KubectlPath(tb testing.TB) string {
+	tb.Helper()
+	return current(tb).kubectl
+}
+
+func current(tb testing.TB) *env {
+	tb.Helper()
+	if running == nil {
+		tb.Fatal("testenv: no control plane is running; start one in TestMain with " +
+			"goleak.VerifyTestMain(testenv.WithControlPlane(m))")
+	}
+	return running
+}
+
+// binDir returns the directory holding the control-plane binaries.
+func binDir() (string, error) {
+	dir, ok := os.LookupEnv("KUBEBUILDER_ASSETS")
+	if !ok {
+		dir = controlplane.Dir()
+	}
+	if err := controlplane.Check(dir); err != nil {
+		if ok {
+			return "", fmt.Errorf("KUBEBUILDER_ASSETS: %w", err)
+		}
+		return "", err
+	}
+	return dir, nil
+}
+
+func start() (_ *env, err error) {
+	dir, err := binDir()
+	if err != nil {
+		return nil, err
+	}
+	cp, err := controlplane.Start(dir)
+	if err != nil {
+		return nil, err
+	}
+	e := &env{cp: cp, kubectl: filepath.Join(dir, controlplane.Kubectl)}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, e.stop())
+		}
+	}()
+	if e.tmp, err = os.MkdirTemp("", "fxkube-testenv-"); err != nil {
+		return e, err
+	}
+	e.kubeconfig = filepath.Join(e.tmp, "kubeconfig")
+	if err := os.WriteFile(e.kubeconfig, cp.Kubeconfig, 0o600); err != nil {
+		return e, fmt.Errorf("write kubeconfig: %w", err)
+	}
+	return e, nil
+}
+
+func (e *env) stop() error {
+	err := e.cp.Stop()
+	if e.tmp != "" {
+		err = errors.Join(err, os.RemoveAll(e.tmp))
+	}
+	return err
+}
