@@ -2,6 +2,8 @@ package test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -24,7 +26,9 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/internal/testenv"
 	"github.com/fxkube/fxkube/lifecycle"
@@ -263,4 +267,67 @@ func TestStartFailsAtOnceWhenForbidden(t *testing.T) {
 	t.Log(msg)
 	assert.Contains(t, msg, `store ConfigMap/v1 (all namespaces, labels "app=web"): forbidden: user "alice" cannot list or watch configmaps at cluster scope`)
 	assert.NotContains(t, msg, "Secret")
+}
+
+// barrierReconciler records, at each reconcile, whether the Secrets store it
+// reads had synced.
+type barrierReconciler struct {
+	secrets    *fxstore.Store[*corev1.Secret]
+	reconciles atomic.Int32
+	unsynced   atomic.Int32
+	secretsN   atomic.Int32
+}
+
+func (r *barrierReconciler) Reconcile(context.Context, reconcile.Request) (reconcile.Result, error) {
+	r.reconciles.Add(1)
+	n, err := r.secrets.Count()
+	if errors.Is(err, fxstore.ErrNotSynced) {
+		r.unsynced.Add(1)
+	}
+	r.secretsN.Store(int32(n))
+	return reconcile.Result{}, nil
+}
+
+// A controller whose reconciler reads a second, slow store never sees it
+// unsynced: its first reconcile comes after that store has synced.
+func TestControllersNeverSeeUnsyncedStores(t *testing.T) {
+	admin := testenv.Config(t)
+	kube, err := kubernetes.NewForConfig(admin)
+	require.NoError(t, err)
+	ns := "barrier"
+	_, err = kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	for i := range 200 {
+		_, err := kube.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s-%03d", i)},
+			Data:       map[string][]byte{"k": []byte(strings.Repeat("x", 1024))},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	_, err = kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "trigger"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	cfg := testenv.Config(t)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return slowTransport{rt, "secrets", 2 * time.Second}
+	}
+	rec := &barrierReconciler{}
+	app := newApp(t, cfg, lifecycle.Config{},
+		fxcontroller.Module,
+		fxcontroller.Provide(func(r *fxstore.Registry) (*fxcontroller.Controller, error) {
+			cms, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{Namespace: ns})
+			if err != nil {
+				return nil, err
+			}
+			if rec.secrets, err = fxstore.For[*corev1.Secret](r, fxstore.Spec{Namespace: ns}); err != nil {
+				return nil, err
+			}
+			return fxcontroller.New("barrier", cms, rec)
+		}),
+	)
+	app.RequireStart()
+	defer app.RequireStop()
+	require.Eventually(t, func() bool { return rec.reconciles.Load() > 0 }, 10*time.Second, 10*time.Millisecond)
+	assert.Zero(t, rec.unsynced.Load(), "no reconcile saw the Secrets store unsynced")
+	assert.Equal(t, int32(200), rec.secretsN.Load(), "the first reconcile saw every Secret")
 }
