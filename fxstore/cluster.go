@@ -26,9 +26,9 @@ var ErrKindNotServed = errors.New("kind not served by the API server; is the CRD
 type AccessError struct {
 	User      string
 	Verbs     []string // denied verbs: list, watch
-	Resource  string // resource.group
-	Namespace string // empty for all namespaces
-	Reason    string // from the authorizer, if it gave one
+	Resource  string   // resource.group
+	Namespace string   // empty for all namespaces
+	Reason    string   // from the authorizer, if it gave one
 }
 
 func (e *AccessError) Error() string {
@@ -76,7 +76,7 @@ func NewClusterSource(cfg *rest.Config, scheme *k8sruntime.Scheme) (*ClusterSour
 func (c *ClusterSource) Bind(ctx context.Context, key Key) (Binding, error) {
 	mapping, err := c.client.RESTMapper().RESTMapping(key.Kind.GroupKind(), key.Kind.Version)
 	if meta.IsNoMatchError(err) {
-		return Binding{}, fmt.Errorf("%w (%v)", ErrKindNotServed, err)
+		return Binding{}, fmt.Errorf("%w (%w)", ErrKindNotServed, err)
 	}
 	if err != nil {
 		return Binding{}, fmt.Errorf("discover kind: %w", err)

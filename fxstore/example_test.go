@@ -39,7 +39,7 @@ func ExampleFor() {
 		fmt.Println(err)
 		return
 	}
-	defer app.Stop(context.Background())
+	defer func() { _ = app.Stop(context.Background()) }()
 
 	cm, err := b.Get("default", "web-config")
 	fmt.Println(a.Key(), cm.Name, err)

@@ -348,7 +348,6 @@ func TestForAfterStartFails(t *testing.T) {
 
 func TestAddToScheme(t *testing.T) {
 	gv := schema.GroupVersion{Group: "example.com", Version: "v1"}
-	type widget struct{ corev1.ConfigMap }
 	add := func(s *k8sruntime.Scheme) error {
 		s.AddKnownTypeWithName(gv.WithKind("Widget"), &corev1.ConfigMap{})
 		return nil
