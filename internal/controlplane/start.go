@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -26,6 +27,9 @@ type Running struct {
 	Kubeconfig []byte
 
 	env *envtest.Environment
+	// usersMu serialises AddUser: envtest signs user certificates with an
+	// unguarded serial-number counter.
+	usersMu sync.Mutex
 }
 
 // Start starts etcd and kube-apiserver from the binaries in dir, listening on
@@ -76,6 +80,8 @@ func Start(dir string) (_ *Running, err error) {
 // AddUser returns a client config for a new user of the control plane,
 // authenticated by a client certificate, with the given name and groups.
 func (r *Running) AddUser(name string, groups ...string) (*rest.Config, error) {
+	r.usersMu.Lock()
+	defer r.usersMu.Unlock()
 	u, err := r.env.AddUser(envtest.User{Name: name, Groups: groups}, r.Config)
 	if err != nil {
 		return nil, fmt.Errorf("add user %q: %w", name, err)

@@ -7,6 +7,10 @@
 # (default: ${XDG_CACHE_HOME:-$HOME/.cache}/fxkube/controlplane).
 set -euo pipefail
 
+# Resolve a relative cache root before changing directory.
+if [[ -n ${FXKUBE_CONTROLPLANE_CACHE:-} && ${FXKUBE_CONTROLPLANE_CACHE} != /* ]]; then
+	FXKUBE_CONTROLPLANE_CACHE=$PWD/$FXKUBE_CONTROLPLANE_CACHE
+fi
 cd "$(dirname "$0")"
 
 version_of() { awk -v m="$1" '$1 == m { print $2; exit }' go.mod; }
