@@ -178,6 +178,9 @@ func (s Spec) transform() Transform {
 // "in"/"notin" written "="/"!=". Equivalent selectors have equal canonical
 // forms, and canonicalising a canonical form changes nothing.
 func CanonicalLabelSelector(s string) (string, error) {
+	if err := checkControlChars(s); err != nil {
+		return "", fmt.Errorf("invalid label selector %q: %w", s, err)
+	}
 	sel, err := labels.Parse(s)
 	if err != nil {
 		return "", fmt.Errorf("invalid label selector %q: %w", s, err)
@@ -205,6 +208,9 @@ func CanonicalLabelSelector(s string) (string, error) {
 // CanonicalFieldSelector parses a field selector and returns its canonical
 // form: terms sorted and deduplicated and "==" written "=".
 func CanonicalFieldSelector(s string) (string, error) {
+	if err := checkControlChars(s); err != nil {
+		return "", fmt.Errorf("invalid field selector %q: %w", s, err)
+	}
 	sel, err := fields.ParseSelector(s)
 	if err != nil {
 		return "", fmt.Errorf("invalid field selector %q: %w", s, err)
@@ -213,6 +219,9 @@ func CanonicalFieldSelector(s string) (string, error) {
 	terms := make([]string, 0, len(reqs))
 	for _, r := range reqs {
 		field := strings.TrimSpace(r.Field)
+		if !validField(field) {
+			return "", fmt.Errorf("invalid field selector %q: field %q is not a field path such as metadata.name", s, field)
+		}
 		if r.Operator == selection.NotEquals {
 			terms = append(terms, fields.OneTermNotEqualSelector(field, r.Value).String())
 		} else {
@@ -221,4 +230,32 @@ func CanonicalFieldSelector(s string) (string, error) {
 	}
 	slices.Sort(terms)
 	return strings.Join(slices.Compact(terms), ","), nil
+}
+
+// checkControlChars rejects control characters other than whitespace, which
+// apimachinery's label parser takes for the end of input: "a=1,\x00b=2" would
+// silently select everything.
+func checkControlChars(s string) error {
+	for i, r := range s {
+		if r < 0x20 && r != ' ' && r != '\t' && r != '\n' && r != '\r' || r == 0x7f {
+			return fmt.Errorf("control character %q at byte %d", r, i)
+		}
+	}
+	return nil
+}
+
+// validField reports whether f looks like a field path the API server
+// accepts, such as "metadata.name" or "spec.nodeName".
+func validField(f string) bool {
+	if f == "" {
+		return false
+	}
+	for _, r := range f {
+		switch {
+		case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9', r == '.', r == '_', r == '-', r == '/':
+		default:
+			return false
+		}
+	}
+	return true
 }

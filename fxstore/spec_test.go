@@ -74,3 +74,13 @@ func TestCanonicalFieldSelector(t *testing.T) {
 		})
 	}
 }
+
+func TestSelectorsRejectControlCharacters(t *testing.T) {
+	_, err := fxstore.CanonicalLabelSelector("a=1,\x00b=2")
+	require.ErrorContains(t, err, `control character '\x00' at byte 4`)
+	_, err = fxstore.CanonicalFieldSelector("metadata.name=\x01")
+	require.ErrorContains(t, err, "control character")
+	got, err := fxstore.CanonicalLabelSelector("a=1,\tb=2\n")
+	require.NoError(t, err)
+	assert.Equal(t, "a=1,b=2", got)
+}
