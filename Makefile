@@ -19,6 +19,11 @@ build: ## Build every package.
 controlplane: ## Build kube-apiserver, etcd and kubectl into the cache (once) and print their directory.
 	@$(CONTROLPLANE_BUILD)
 
+.PHONY: run
+run: ## Run the example modules on a local control plane (built first if missing) until Ctrl-C.
+	@assets=$$($(CONTROLPLANE_BUILD)); \
+	$(GO) run ./cmd/app local --controlplane-dir "$$assets" --log-format console $(ARGS)
+
 .PHONY: test
 test: ## Run all tests, integration tests included, with the race detector.
 	@assets=$$($(CONTROLPLANE_BUILD)); \

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -78,13 +79,18 @@ func (a *app) describe() (Graph, error) {
 	}
 	g := Graph{Requests: reg.Requests()}
 	byKey := map[fxstore.Key][]string{}
+	uses := func(k fxstore.Key, controller string) {
+		if !slices.Contains(byKey[k], controller) {
+			byKey[k] = append(byKey[k], controller)
+		}
+	}
 	for _, c := range ctrls {
 		info := c.Info()
 		gc := Controller{Name: info.Name, DeclaredBy: info.DeclaredBy, Primary: info.Primary.String(), NeedsLeader: info.NeedsLeader}
-		byKey[info.Primary] = append(byKey[info.Primary], info.Name)
+		uses(info.Primary, info.Name)
 		for _, k := range info.Secondary {
 			gc.Secondary = append(gc.Secondary, k.String())
-			byKey[k] = append(byKey[k], info.Name)
+			uses(k, info.Name)
 		}
 		for _, w := range info.Writes {
 			gc.Writes = append(gc.Writes, w.String())

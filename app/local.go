@@ -25,6 +25,15 @@ The binaries come from --controlplane-dir, which ` + "`make controlplane`" + ` f
 			if err := controlplane.Check(dir); err != nil {
 				return err
 			}
+			// A local control plane is for this machine only; so are the
+			// app's endpoints, unless asked otherwise.
+			lc := &a.flags.lifecycle
+			if !cmd.Flags().Changed("metrics-bind-address") {
+				lc.MetricsBindAddress = "127.0.0.1:8080"
+			}
+			if !cmd.Flags().Changed("health-probe-bind-address") {
+				lc.HealthProbeBindAddress = "127.0.0.1:8081"
+			}
 			if kubeconfigOut == "" {
 				tmp, err := os.MkdirTemp("", a.name+"-local-")
 				if err != nil {

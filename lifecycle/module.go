@@ -11,6 +11,7 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -45,7 +46,11 @@ func Options(cfg Config) fx.Option {
 		fx.StartTimeout(full.SyncTimeout+time.Minute),
 		fx.StopTimeout(full.StopTimeout+30*time.Second),
 		fx.WithLogger(func(p loggerParams) fxevent.Logger {
-			return &fxevent.ZapLogger{Logger: orNop(p.Logger).Named("fx")}
+			// fx's events (each constructor provided, each hook run) are
+			// debug detail; its errors stay errors.
+			l := &fxevent.ZapLogger{Logger: orNop(p.Logger).Named("fx")}
+			l.UseLogLevel(zapcore.DebugLevel)
+			return l
 		}),
 		Module,
 	)
