@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -22,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/internal/caller"
 )
 
 // Controller reconciles the objects of one store with a controller-runtime
@@ -92,7 +92,7 @@ func New[T client.Object](name string, primary *fxstore.Store[T], r reconcile.Re
 
 	c := &Controller{
 		name:        name,
-		declaredBy:  callerName(2),
+		declaredBy:  caller.Name(1),
 		primary:     primary.Key(),
 		sources:     append([]*storeSource{newStoreSource(primary, &handler.EnqueueRequestForObject{}, o.predicates)}, o.watches...),
 		writes:      o.writes,
@@ -239,18 +239,4 @@ func isNil(v any) bool {
 	}
 	rv := reflect.ValueOf(v)
 	return (rv.Kind() == reflect.Pointer || rv.Kind() == reflect.Func) && rv.IsNil()
-}
-
-// callerName names the function skip frames up, trimmed to its package's last
-// element ("rollout.newController").
-func callerName(skip int) string {
-	pc, _, _, ok := runtime.Caller(skip)
-	if !ok {
-		return "unknown"
-	}
-	name := runtime.FuncForPC(pc).Name()
-	if i := strings.LastIndexByte(name, '/'); i >= 0 {
-		name = name[i+1:]
-	}
-	return name
 }

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
-	"runtime"
 	"slices"
 	"strings"
 
+	"github.com/fxkube/fxkube/internal/caller"
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -103,9 +103,7 @@ func results(t reflect.Type) string {
 
 func funcName(fn any) string {
 	if v := reflect.ValueOf(fn); v.Kind() == reflect.Func && !v.IsNil() {
-		if f := runtime.FuncForPC(v.Pointer()); f != nil {
-			return f.Name()
-		}
+		return caller.FuncName(v.Pointer())
 	}
 	return fmt.Sprintf("%T", fn)
 }

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +17,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/fxkube/fxkube/internal/caller"
 )
 
 // Registry hands out stores, one per distinct Key, and starts them. It is
@@ -122,7 +122,7 @@ func WithConsumer(name string) Option {
 // *unstructured.Unstructured or *metav1.PartialObjectMetadata, for which
 // spec.Kind is required.
 func For[T client.Object](r *Registry, spec Spec, opts ...Option) (*Store[T], error) {
-	req := request{consumer: callerName(2)}
+	req := request{consumer: caller.Name(1)}
 	for _, o := range opts {
 		o.apply(&req)
 	}
@@ -205,20 +205,6 @@ func (r *Registry) keyFor(typ reflect.Type, spec Spec) (Key, k8sruntime.Object, 
 	}
 	key, err := spec.key(gvk, proj)
 	return key, example, err
-}
-
-// callerName names the function skip frames up, trimmed to its package's last
-// element ("rollout.newController").
-func callerName(skip int) string {
-	pc, _, _, ok := runtime.Caller(skip)
-	if !ok {
-		return "unknown"
-	}
-	name := runtime.FuncForPC(pc).Name()
-	if i := strings.LastIndexByte(name, '/'); i >= 0 {
-		name = name[i+1:]
-	}
-	return name
 }
 
 // StoreInfo describes one store of a registry.

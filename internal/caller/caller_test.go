@@ -1,0 +1,19 @@
+package caller_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/fxkube/fxkube/internal/caller"
+)
+
+func whoCalls() string { return caller.Name(1) }
+
+func generic[T any]() string { return caller.Name(0) }
+
+func TestName(t *testing.T) {
+	assert.Equal(t, "caller_test.TestName", whoCalls())
+	assert.Equal(t, "caller_test.generic", generic[int](), "type parameters are dropped")
+	assert.Equal(t, "unknown", caller.Name(1000))
+}
