@@ -1,17 +1,12 @@
 package test
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"math/rand/v2"
-	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/internal/testenv"
@@ -19,68 +14,16 @@ import (
 	"github.com/fxkube/fxkube/modules/mirror"
 )
 
-// mirrorKubectl runs kubectl against the test control plane, as a user
-// would drive mirror.
-type mirrorKubectl struct {
-	t     *testing.T
-	cache string
-}
-
-func newMirrorKubectl(t *testing.T) mirrorKubectl {
-	return mirrorKubectl{t: t, cache: t.TempDir()}
-}
-
-// try runs kubectl with args, and stdin if not empty, and returns its
-// output.
-func (k mirrorKubectl) try(stdin string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(k.t.Context(), time.Minute)
-	defer cancel()
-	args = append([]string{"--kubeconfig", testenv.KubeconfigPath(k.t), "--cache-dir", k.cache}, args...)
-	cmd := exec.CommandContext(ctx, testenv.KubectlPath(k.t), args...)
-	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("kubectl %s: %w: %s", strings.Join(args[4:], " "), err, stderr.String())
-	}
-	return string(out), nil
-}
-
-// run runs kubectl and fails the test if it fails.
-func (k mirrorKubectl) run(stdin string, args ...string) string {
-	k.t.Helper()
-	out, err := k.try(stdin, args...)
-	require.NoError(k.t, err)
-	return out
-}
-
-// eventually waits until kubectl args prints want.
-func (k mirrorKubectl) eventually(want string, args ...string) {
-	k.t.Helper()
-	var got string
-	var err error
-	ok := assert.Eventually(k.t, func() bool {
-		got, err = k.try("", args...)
-		return err == nil && got == want
-	}, 30*time.Second, 100*time.Millisecond)
-	if !ok {
-		k.t.Fatalf("kubectl %s: got %q (error %v), want %q", strings.Join(args, " "), got, err, want)
-	}
-}
-
-// copyState is what `kubectl get` prints for a ConfigMap or Secret: its
+// mirrorCopyState is what `kubectl get` prints for a ConfigMap or Secret: its
 // data, type, and the label and annotation of a copy; "" when it is absent.
-func (k mirrorKubectl) copyState(kind, namespace, name string) []string {
+func mirrorCopyState(kind, namespace, name string) []string {
 	return []string{"get", kind, name, "--namespace", namespace, "--ignore-not-found", "--output",
 		`jsonpath={.type}{.data}|{.metadata.labels.fxkube\.io/mirrored}|{.metadata.annotations.fxkube\.io/mirror-of}`}
 }
 
 // mirrorNamespaces creates namespaces named mirror-<role>-<suffix>, one per
 // role, and returns their names.
-func mirrorNamespaces(k mirrorKubectl, roles ...string) map[string]string {
+func mirrorNamespaces(k kubectl, roles ...string) map[string]string {
 	suffix := fmt.Sprintf("%05d", rand.IntN(100000))
 	names := make(map[string]string, len(roles))
 	for _, role := range roles {
@@ -115,7 +58,7 @@ func startMirror(t *testing.T) func() {
 // follow the source, go when the source stops asking for them, and objects
 // mirror did not make are left alone.
 func TestMirror(t *testing.T) {
-	k := newMirrorKubectl(t)
+	k := newKubectl(t)
 	ns := mirrorNamespaces(k, "src", "a", "b", "c")
 	k.run(fmt.Sprintf(`apiVersion: v1
 kind: ConfigMap
@@ -131,63 +74,63 @@ data:
 
 	k.run(mirrorSourceYAML("ConfigMap", ns["src"], ns["a"]+","+ns["b"], "data:\n  color: blue"), "apply", "-f", "-")
 	copied := func(data string) string { return data + "|true|" + ns["src"] + "/settings" }
-	k.eventually(copied(`{"color":"blue"}`), k.copyState("configmap", ns["a"], "settings")...)
-	k.eventually(copied(`{"color":"blue"}`), k.copyState("configmap", ns["b"], "settings")...)
+	k.eventually(copied(`{"color":"blue"}`), mirrorCopyState("configmap", ns["a"], "settings")...)
+	k.eventually(copied(`{"color":"blue"}`), mirrorCopyState("configmap", ns["b"], "settings")...)
 
 	// Updates propagate.
 	k.run(mirrorSourceYAML("ConfigMap", ns["src"], ns["a"]+","+ns["b"], "data:\n  color: red"), "apply", "-f", "-")
-	k.eventually(copied(`{"color":"red"}`), k.copyState("configmap", ns["a"], "settings")...)
-	k.eventually(copied(`{"color":"red"}`), k.copyState("configmap", ns["b"], "settings")...)
+	k.eventually(copied(`{"color":"red"}`), mirrorCopyState("configmap", ns["a"], "settings")...)
+	k.eventually(copied(`{"color":"red"}`), mirrorCopyState("configmap", ns["b"], "settings")...)
 
 	// A namespace off the list loses its copy; one holding an object of
 	// its own keeps it, and the conflict is reported on the source.
 	k.run("", "annotate", "--overwrite", "configmap", "settings", "--namespace", ns["src"],
 		mirror.TargetsAnnotation+"="+ns["a"]+","+ns["c"])
-	k.eventually("", k.copyState("configmap", ns["b"], "settings")...)
+	k.eventually("", mirrorCopyState("configmap", ns["b"], "settings")...)
 	k.eventually("CopyConflict", "get", "events.events.k8s.io", "--namespace", ns["src"],
 		"--field-selector", "reason=CopyConflict", "--output", "jsonpath={.items[*].reason}")
-	assert.Equal(t, foreign, k.run("", k.copyState("configmap", ns["c"], "settings")...))
-	assert.Equal(t, copied(`{"color":"red"}`), k.run("", k.copyState("configmap", ns["a"], "settings")...))
+	assert.Equal(t, foreign, k.run("", mirrorCopyState("configmap", ns["c"], "settings")...))
+	assert.Equal(t, copied(`{"color":"red"}`), k.run("", mirrorCopyState("configmap", ns["a"], "settings")...))
 
 	// Removing the label removes the copies; restoring it restores them.
 	k.run("", "label", "configmap", "settings", "--namespace", ns["src"], mirror.SourceLabel+"-")
-	k.eventually("", k.copyState("configmap", ns["a"], "settings")...)
+	k.eventually("", mirrorCopyState("configmap", ns["a"], "settings")...)
 	k.run("", "label", "configmap", "settings", "--namespace", ns["src"], mirror.SourceLabel+"=true")
-	k.eventually(copied(`{"color":"red"}`), k.copyState("configmap", ns["a"], "settings")...)
+	k.eventually(copied(`{"color":"red"}`), mirrorCopyState("configmap", ns["a"], "settings")...)
 
 	// Deleting the source deletes its copies, and only them.
 	k.run("", "delete", "configmap", "settings", "--namespace", ns["src"])
-	k.eventually("", k.copyState("configmap", ns["a"], "settings")...)
-	assert.Equal(t, foreign, k.run("", k.copyState("configmap", ns["c"], "settings")...))
+	k.eventually("", mirrorCopyState("configmap", ns["a"], "settings")...)
+	assert.Equal(t, foreign, k.run("", mirrorCopyState("configmap", ns["c"], "settings")...))
 
 	// Secrets keep their type.
 	k.run(mirrorSourceYAML("Secret", ns["src"], ns["b"], "type: kubernetes.io/basic-auth\nstringData:\n  username: admin"), "apply", "-f", "-")
-	k.eventually(copied(`kubernetes.io/basic-auth{"username":"YWRtaW4="}`), k.copyState("secret", ns["b"], "settings")...)
+	k.eventually(copied(`kubernetes.io/basic-auth{"username":"YWRtaW4="}`), mirrorCopyState("secret", ns["b"], "settings")...)
 	k.run("", "delete", "secret", "settings", "--namespace", ns["src"])
-	k.eventually("", k.copyState("secret", ns["b"], "settings")...)
+	k.eventually("", mirrorCopyState("secret", ns["b"], "settings")...)
 }
 
 // A source deleted while the app is down loses its copies when the app
 // starts again, and a target namespace created late gets its copy.
 func TestMirrorCatchesUpAfterDowntime(t *testing.T) {
-	k := newMirrorKubectl(t)
+	k := newKubectl(t)
 	ns := mirrorNamespaces(k, "src", "a")
 	late := strings.Replace(ns["a"], "-a-", "-late-", 1)
 	k.run(mirrorSourceYAML("ConfigMap", ns["src"], ns["a"]+","+late, "data:\n  color: blue"), "apply", "-f", "-")
 	k.run(strings.Replace(mirrorSourceYAML("ConfigMap", ns["src"], ns["a"], "data:\n  color: green"), "name: settings", "name: gone", 1), "apply", "-f", "-")
 
 	stop := startMirror(t)
-	k.eventually(`{"color":"blue"}|true|`+ns["src"]+"/settings", k.copyState("configmap", ns["a"], "settings")...)
-	k.eventually(`{"color":"green"}|true|`+ns["src"]+"/gone", k.copyState("configmap", ns["a"], "gone")...)
+	k.eventually(`{"color":"blue"}|true|`+ns["src"]+"/settings", mirrorCopyState("configmap", ns["a"], "settings")...)
+	k.eventually(`{"color":"green"}|true|`+ns["src"]+"/gone", mirrorCopyState("configmap", ns["a"], "gone")...)
 	k.eventually("NamespaceNotFound", "get", "events.events.k8s.io", "--namespace", ns["src"],
 		"--field-selector", "reason=NamespaceNotFound", "--output", "jsonpath={.items[0].reason}")
 	stop()
 
 	k.run("", "delete", "configmap", "gone", "--namespace", ns["src"])
 	defer startMirror(t)()
-	k.eventually("", k.copyState("configmap", ns["a"], "gone")...)
-	assert.Equal(t, `{"color":"blue"}|true|`+ns["src"]+"/settings", k.run("", k.copyState("configmap", ns["a"], "settings")...))
+	k.eventually("", mirrorCopyState("configmap", ns["a"], "gone")...)
+	assert.Equal(t, `{"color":"blue"}|true|`+ns["src"]+"/settings", k.run("", mirrorCopyState("configmap", ns["a"], "settings")...))
 
 	k.run("", "create", "namespace", late)
-	k.eventually(`{"color":"blue"}|true|`+ns["src"]+"/settings", k.copyState("configmap", late, "settings")...)
+	k.eventually(`{"color":"blue"}|true|`+ns["src"]+"/settings", mirrorCopyState("configmap", late, "settings")...)
 }

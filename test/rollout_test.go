@@ -1,9 +1,6 @@
 package test
 
 import (
-	"bytes"
-	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -86,32 +83,15 @@ spec:
 // not, and Deployments that did not opt in are never written. (Without a
 // kube-controller-manager no pods start; the pod template is what counts.)
 func TestRollout(t *testing.T) {
-	run := func(stdin string, args ...string) (string, error) {
-		cmd := exec.CommandContext(t.Context(), testenv.KubectlPath(t),
-			append([]string{"--kubeconfig", testenv.KubeconfigPath(t)}, args...)...)
-		cmd.Stdin = strings.NewReader(stdin)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			return "", fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, stderr.String())
-		}
-		return string(out), nil
-	}
-	kubectl := func(stdin string, args ...string) string {
-		t.Helper()
-		out, err := run(stdin, args...)
-		require.NoError(t, err)
-		return out
-	}
+	k := newKubectl(t)
+	run, kubectl := k.try, k.run
 
 	// A namespace of its own, named rollout-test-<random>; without a
 	// kube-controller-manager a deleted namespace never goes away.
 	ns := kubectl(`{"apiVersion": "v1", "kind": "Namespace", "metadata": {"generateName": "rollout-test-"}}`,
 		"create", "-f", "-", "-o", "jsonpath={.metadata.name}")
 	t.Cleanup(func() {
-		_ = exec.Command(testenv.KubectlPath(t), "--kubeconfig", testenv.KubeconfigPath(t),
-			"delete", "namespace", ns, "--wait=false").Run()
+		_, _ = k.try("", "delete", "namespace", ns, "--wait=false")
 	})
 	get := func(deployment, jsonpath string) (string, error) {
 		return run("", "get", "deployment", deployment, "-n", ns, "-o", "jsonpath="+jsonpath)

@@ -1,0 +1,105 @@
+package test
+
+import (
+	"bytes"
+	"errors"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/fxkube/fxkube/app"
+	"github.com/fxkube/fxkube/fxcontroller"
+	"github.com/fxkube/fxkube/internal/testenv"
+	"github.com/fxkube/fxkube/lifecycle"
+	"github.com/fxkube/fxkube/modules/mirror"
+	"github.com/fxkube/fxkube/modules/rollout"
+)
+
+// The RBAC that the rbac command derives from the modules is enough to run
+// them as a service account bound only to it; without one of its rules,
+// start fails naming the store that rule covered.
+func TestRBACFromTheGraphIsEnough(t *testing.T) {
+	k := newKubectl(t)
+	var out bytes.Buffer
+	cmd := app.Command("fxkube", rollout.Module, mirror.Module)
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"rbac", "--service-account", "fxkube-rbac/fxkube"})
+	require.NoError(t, cmd.Execute())
+	k.run("", "create", "namespace", "fxkube-rbac")
+	k.run(out.String(), "apply", "-f", "-")
+
+	user := testenv.User(t, "system:serviceaccount:fxkube-rbac:fxkube", "system:serviceaccounts", "system:serviceaccounts:fxkube-rbac")
+	running := newApp(t, user, lifecycle.Config{}, fxcontroller.Module, rollout.Module, mirror.Module)
+	running.RequireStart()
+	k.run("", "create", "namespace", "rbac-source")
+	k.run("", "create", "namespace", "rbac-target")
+	k.run(mirrorSourceYAML("ConfigMap", "rbac-source", "rbac-target", "data: {color: blue}"), "apply", "-f", "-")
+	k.eventually(`{"color":"blue"}`, "get", "configmap", "settings", "-n", "rbac-target", "--ignore-not-found", "-o", "jsonpath={.data}")
+	running.RequireStop()
+
+	// Drop the ClusterRole's rule for Secrets.
+	docs := strings.Split(out.String(), "---\n")
+	var role rbacv1.ClusterRole
+	require.NoError(t, yaml.Unmarshal([]byte(docs[0]), &role))
+	n := len(role.Rules)
+	role.Rules = slices.DeleteFunc(role.Rules, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "secrets") })
+	require.Equal(t, n-1, len(role.Rules), "the ClusterRole has one rule for secrets")
+	reduced, err := yaml.Marshal(role)
+	require.NoError(t, err)
+	k.run(string(reduced), "apply", "-f", "-")
+
+	err = newApp(t, user, lifecycle.Config{}, fxcontroller.Module, rollout.Module, mirror.Module).Start(t.Context())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(),
+		`store Secret/v1 (all namespaces): forbidden: user "system:serviceaccount:fxkube-rbac:fxkube" cannot list or watch secrets at cluster scope`)
+	assert.NotContains(t, err.Error(), "ConfigMap")
+}
+
+// The binary, sent SIGTERM while running, stops cleanly and exits 0 within
+// its stop timeout.
+func TestBinaryExitsZeroOnSIGTERM(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "fxkube")
+	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "github.com/fxkube/fxkube/cmd/app")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	probes := freeAddr(t)
+	var logs bytes.Buffer
+	run := exec.Command(bin, "run", "--kubeconfig", testenv.KubeconfigPath(t),
+		"--metrics-bind-address", "0", "--health-probe-bind-address", probes, "--stop-timeout", "10s")
+	run.Stdout, run.Stderr = &logs, &logs
+	require.NoError(t, run.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- run.Wait() }()
+	defer func() {
+		if run.ProcessState == nil {
+			_ = run.Process.Kill()
+			<-exited
+		}
+	}()
+
+	require.Eventually(t, func() bool { return status(probes, "/readyz") == http.StatusOK }, 30*time.Second, 50*time.Millisecond,
+		"the app becomes ready; its logs:\n%s", &logs)
+	require.NoError(t, run.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-exited:
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			t.Fatalf("exit code %d; logs:\n%s", exit.ExitCode(), logs.String())
+		}
+		require.NoError(t, err)
+	case <-time.After(20 * time.Second):
+		t.Fatalf("still running 20s after SIGTERM; logs:\n%s", logs.String())
+	}
+	assert.Contains(t, logs.String(), `"stopping"`)
+}

@@ -1,0 +1,69 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fxkube/fxkube/internal/testenv"
+)
+
+// kubectl runs the control plane's kubectl against the test control plane,
+// as a user would.
+type kubectl struct {
+	t     *testing.T
+	cache string
+}
+
+func newKubectl(t *testing.T) kubectl {
+	return kubectl{t: t, cache: t.TempDir()}
+}
+
+// try runs kubectl with args, and stdin if not empty, and returns its
+// output.
+func (k kubectl) try(stdin string, args ...string) (string, error) {
+	// Not the test's context, which ends before cleanups run kubectl.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	args = append([]string{"--kubeconfig", testenv.KubeconfigPath(k.t), "--cache-dir", k.cache}, args...)
+	cmd := exec.CommandContext(ctx, testenv.KubectlPath(k.t), args...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("kubectl %s: %w: %s", strings.Join(args[4:], " "), err, stderr.String())
+	}
+	return string(out), nil
+}
+
+// run runs kubectl and fails the test if it fails.
+func (k kubectl) run(stdin string, args ...string) string {
+	k.t.Helper()
+	out, err := k.try(stdin, args...)
+	require.NoError(k.t, err)
+	return out
+}
+
+// eventually waits until kubectl args prints want.
+func (k kubectl) eventually(want string, args ...string) {
+	k.t.Helper()
+	var got string
+	var err error
+	ok := assert.Eventually(k.t, func() bool {
+		got, err = k.try("", args...)
+		return err == nil && got == want
+	}, 30*time.Second, 100*time.Millisecond)
+	if !ok {
+		k.t.Fatalf("kubectl %s: got %q (error %v), want %q", strings.Join(args, " "), got, err, want)
+	}
+}
