@@ -1,0 +1,59 @@
+package fxstore_test
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/fxstore/fxstoretest"
+)
+
+func TestMetrics(t *testing.T) {
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	_, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{Namespace: "a"})
+	require.NoError(t, err)
+	_, err = fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{Namespace: "a"}, fxstore.WithConsumer("second"))
+	require.NoError(t, err)
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(r))
+
+	src := fxstoretest.NewSource(clientgoscheme.Scheme, configMap("a", "x", nil, nil), configMap("a", "y", nil, nil), configMap("b", "z", nil, nil))
+	fxstoretest.Start(t, r, src)
+
+	store := `ConfigMap/v1 (namespace "a")`
+	value := func(name string) float64 {
+		t.Helper()
+		families, err := reg.Gather()
+		require.NoError(t, err)
+		for _, f := range families {
+			if f.GetName() != name {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				if m.GetLabel()[0].GetValue() == store {
+					if m.Counter != nil {
+						return m.GetCounter().GetValue()
+					}
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+		t.Fatalf("no %s for %s", name, store)
+		return 0
+	}
+	assert.Equal(t, 2.0, value("fxkube_store_objects"))
+	assert.Equal(t, 2.0, value("fxkube_store_received_total"))
+	assert.Equal(t, 1.0, value("fxkube_store_synced"))
+	assert.Equal(t, 2.0, value("fxkube_store_consumers"))
+	assert.Equal(t, 0.0, value("fxkube_store_list_watch_errors_total"))
+	assert.Positive(t, value("fxkube_store_sync_duration_seconds"))
+	n, err := testutil.GatherAndCount(reg)
+	require.NoError(t, err)
+	assert.Equal(t, 6, n, "six series for the one store")
+}
