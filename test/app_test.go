@@ -2,6 +2,7 @@ package test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"os/exec"
@@ -66,7 +67,7 @@ func TestRBACFromTheGraphIsEnough(t *testing.T) {
 }
 
 // The binary, sent SIGTERM while running, stops cleanly and exits 0 within
-// its stop timeout.
+// its stop timeout, and all it prints is structured zap logs.
 func TestBinaryExitsZeroOnSIGTERM(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "fxkube")
 	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "github.com/fxkube/fxkube/cmd/app")
@@ -76,7 +77,9 @@ func TestBinaryExitsZeroOnSIGTERM(t *testing.T) {
 	probes := freeAddr(t)
 	var logs bytes.Buffer
 	run := exec.Command(bin, "run", "--kubeconfig", testenv.KubeconfigPath(t),
-		"--metrics-bind-address", "0", "--health-probe-bind-address", probes, "--stop-timeout", "10s")
+		"--metrics-bind-address", "0", "--health-probe-bind-address", probes, "--stop-timeout", "10s",
+		// Leader election logs through klog, which must come out as zap.
+		"--leader-elect", "--leader-election-id", "sigterm-test")
 	run.Stdout, run.Stderr = &logs, &logs
 	require.NoError(t, run.Start())
 	exited := make(chan error, 1)
@@ -102,4 +105,13 @@ func TestBinaryExitsZeroOnSIGTERM(t *testing.T) {
 		t.Fatalf("still running 20s after SIGTERM; logs:\n%s", logs.String())
 	}
 	assert.Contains(t, logs.String(), `"stopping"`)
+	// Every line the process printed is zap's JSON: controller-runtime's
+	// logr, client-go's klog and fx's own events all go through zap.
+	assert.Contains(t, logs.String(), `"logger":"client-go"`, "klog's leader election lines came through zap")
+	for line := range strings.Lines(logs.String()) {
+		var entry map[string]any
+		if assert.NoError(t, json.Unmarshal([]byte(line), &entry), "not a JSON log line: %q", line) {
+			assert.Contains(t, entry, "logger", line)
+		}
+	}
 }
