@@ -8,13 +8,14 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/fxkube/fxkube/internal/caller"
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/fxkube/fxkube/internal/caller"
 )
 
 // Module runs the app's controllers and gives reconcilers what they act

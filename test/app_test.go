@@ -87,7 +87,7 @@ func TestBinaryExitsZeroOnSIGTERM(t *testing.T) {
 	defer func() {
 		if run.ProcessState == nil {
 			_ = run.Process.Kill()
-			<-exited
+			t.Logf("killed the app: %v", <-exited)
 		}
 	}()
 
