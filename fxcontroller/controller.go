@@ -22,6 +22,7 @@ import (
 
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/internal/caller"
+	"github.com/fxkube/fxkube/internal/grace"
 )
 
 // Controller reconciles the objects of one store with a controller-runtime
@@ -112,7 +113,7 @@ func New[T client.Object](name string, primary *fxstore.Store[T], r reconcile.Re
 		RateLimiter:             o.rateLimiter,
 		NeedLeaderElection:      new(o.leaderElection),
 		RecoverPanic:            new(true),
-		Reconciler:              r,
+		Reconciler:              finishOnStop(r),
 		LogConstructor:          c.logFor,
 	})
 	if err != nil {
@@ -172,8 +173,10 @@ func (c *Controller) Info() Info {
 // Start runs the controller until ctx ends: it subscribes to its stores'
 // informers, waits for them to sync, and reconciles what they enqueue. When
 // ctx ends, Start stops taking requests, waits for the reconciles in flight
-// and unsubscribes from the informers before it returns. A controller starts
-// once.
+// and unsubscribes from the informers before it returns. Under the app's
+// lifecycle, the context of a reconcile in flight then ends only once the
+// stop timeout has passed (or, with leader election, leadership is lost), so
+// that the reconcile can finish its work. A controller starts once.
 func (c *Controller) Start(ctx context.Context) error {
 	err := c.ctrl.Start(ctx)
 	for _, src := range c.sources {
@@ -231,6 +234,18 @@ func LoggerFrom(ctx context.Context) *zap.Logger {
 		return u.GetUnderlying()
 	}
 	return zap.NewNop()
+}
+
+// finishOnStop gives each reconcile of r a context that outlives the
+// controller's: when the app stops, a reconcile in flight finishes, with a
+// context that ends only once the app's stop bound has passed (see
+// lifecycle.Config.StopTimeout), rather than fail half-done.
+func finishOnStop(r reconcile.Reconciler) reconcile.Reconciler {
+	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		ctx, done := grace.Context(ctx)
+		defer done()
+		return r.Reconcile(ctx, req)
+	})
 }
 
 func isNil(v any) bool {

@@ -102,6 +102,7 @@ func fnPtr(fn any) uintptr {
 // bind attaches the store to its source. It runs before the informer starts.
 func (e *entry) bind(b Binding, now time.Time) {
 	e.lw.ListerWatcher = b.ListerWatcher
+	e.lw.succeeded = e.listWatchSucceeded
 	e.resource = b.Resource
 	e.startedAt = now
 }
@@ -148,6 +149,20 @@ func (e *entry) watchError(ctx context.Context, r *cache.Reflector, err error) {
 	e.registry.signal()
 }
 
+// listWatchSucceeded clears the last list/watch error once the source
+// accepts a list or watch again, so that a store that has recovered, such as
+// one whose CRD was deleted and created again, no longer reports an error.
+func (e *entry) listWatchSucceeded() {
+	e.mu.Lock()
+	lastErr := e.lastErr
+	e.lastErr = nil
+	e.mu.Unlock()
+	if lastErr != nil {
+		e.registry.log.Info("store list/watch recovered", zap.Stringer("store", e.key), zap.NamedError("previousError", lastErr))
+		e.registry.signal()
+	}
+}
+
 func (e *entry) info() StoreInfo {
 	// indexFuncs is guarded by the registry's lock, which is taken before
 	// the entry's.
@@ -172,14 +187,24 @@ func (e *entry) info() StoreInfo {
 // before the store is bound to a source.
 type lazyListerWatcher struct {
 	cache.ListerWatcher
+	// succeeded is called after each list and watch the source accepts.
+	succeeded func()
 }
 
 func (l *lazyListerWatcher) ListWithContext(ctx context.Context, opts metav1.ListOptions) (k8sruntime.Object, error) {
-	return cache.ToListerWatcherWithContext(l.ListerWatcher).ListWithContext(ctx, opts)
+	list, err := cache.ToListerWatcherWithContext(l.ListerWatcher).ListWithContext(ctx, opts)
+	if err == nil && l.succeeded != nil {
+		l.succeeded()
+	}
+	return list, err
 }
 
 func (l *lazyListerWatcher) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return cache.ToListerWatcherWithContext(l.ListerWatcher).WatchWithContext(ctx, opts)
+	w, err := cache.ToListerWatcherWithContext(l.ListerWatcher).WatchWithContext(ctx, opts)
+	if err == nil && l.succeeded != nil {
+		l.succeeded()
+	}
+	return w, err
 }
 
 // IsWatchListSemanticsUnSupported passes on whether the bound source can

@@ -219,7 +219,7 @@ type StoreInfo struct {
 type StoreStatus struct {
 	Synced       bool
 	SyncDuration time.Duration // from start to synced
-	LastError    error         // the last list/watch error, if any
+	LastError    error         // the last list/watch error, until a list or watch succeeds again
 }
 
 // Stores describes every store, in the order they were first requested.

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -17,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -377,3 +380,61 @@ func eventually(t *testing.T, cond func() bool) {
 }
 
 var _ cache.ResourceEventHandler = fxstore.HandlerFuncs[*corev1.ConfigMap]{}
+
+// flakySource fails the first lists of its stores with 503, as an API server
+// that is briefly unavailable does.
+type flakySource struct {
+	*fxstoretest.Source
+	fails atomic.Int32
+}
+
+func (s *flakySource) Bind(ctx context.Context, key fxstore.Key) (fxstore.Binding, error) {
+	b, err := s.Source.Bind(ctx, key)
+	b.ListerWatcher = flakyListerWatcher{ListerWatcher: b.ListerWatcher, fails: &s.fails}
+	return b, err
+}
+
+type flakyListerWatcher struct {
+	cache.ListerWatcher
+	fails *atomic.Int32
+}
+
+func (lw flakyListerWatcher) ListWithContext(ctx context.Context, opts metav1.ListOptions) (k8sruntime.Object, error) {
+	if lw.fails.Add(-1) >= 0 {
+		return nil, apierrors.NewServiceUnavailable("injected")
+	}
+	return cache.ToListerWatcherWithContext(lw.ListerWatcher).ListWithContext(ctx, opts)
+}
+
+func (lw flakyListerWatcher) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	return cache.ToListerWatcherWithContext(lw.ListerWatcher).WatchWithContext(ctx, opts)
+}
+
+func (flakyListerWatcher) IsWatchListSemanticsUnSupported() bool { return true }
+
+// A store whose list fails and then succeeds counts the failure, and reports
+// no error once it has recovered.
+func TestStoreErrorClearsOnRecovery(t *testing.T) {
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	s, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{})
+	require.NoError(t, err)
+	src := &flakySource{Source: fxstoretest.NewSource(clientgoscheme.Scheme, configMap("ns", "a", nil, nil))}
+	src.fails.Store(1)
+	require.NoError(t, r.Start(t.Context(), src))
+	defer r.Stop()
+	require.NoError(t, r.WaitForSync(t.Context()), "503 is worth retrying")
+	n, err := s.Count()
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+
+	assert.NoError(t, r.Stores()[0].Status.LastError)
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(r))
+	fams, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range fams {
+		if f.GetName() == "fxkube_store_list_watch_errors_total" {
+			assert.Equal(t, 1.0, f.GetMetric()[0].GetCounter().GetValue())
+		}
+	}
+}

@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/fxkube/fxkube/internal/grace"
 )
 
 // elect campaigns for the Lease in the background. Runnables that need
@@ -51,7 +53,12 @@ func (r *runner) elect() error {
 			OnStartedLeading: func(leading context.Context) {
 				log.Info("became leader; starting runnables")
 				// Runnables stop when leadership ends or the app stops.
-				ctx, cancel := context.WithCancel(leading)
+				// Work in flight when the app stops runs on until the stop
+				// bound, as without leader election, but not once another
+				// replica may lead.
+				until, endUntil := context.WithCancel(leading)
+				context.AfterFunc(r.graceCtx, endUntil)
+				ctx, cancel := context.WithCancel(grace.With(leading, until))
 				context.AfterFunc(r.runCtx, cancel)
 				r.startRunnables(ctx, true)
 				r.state.Store(ready)

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/internal/grace"
 )
 
 // RunnablesGroup is the fx value group of manager.Runnable values that
@@ -112,9 +113,13 @@ type runner struct {
 	state   atomic.Value // a state
 	servers *servers
 
-	// runCtx is the context of every runnable; stop cancels it.
+	// runCtx is the context of every runnable; stop cancels it. Work in
+	// flight then runs on until endGrace (see internal/grace), which stop
+	// calls once the runnables have returned or the stop timeout has passed.
 	runCtx    context.Context
 	cancelRun context.CancelFunc
+	graceCtx  context.Context
+	endGrace  context.CancelFunc
 
 	mu            sync.Mutex // guards stopping and runnablesDone.Go
 	stopping      bool
@@ -166,7 +171,8 @@ func (r *runner) start(ctx context.Context) (err error) {
 	}
 	r.log.Info("all stores synced", zap.Int("stores", stores), zap.Duration("took", time.Since(begin)))
 
-	r.runCtx, r.cancelRun = context.WithCancel(context.Background())
+	r.graceCtx, r.endGrace = context.WithCancel(context.Background())
+	r.runCtx, r.cancelRun = context.WithCancel(grace.With(context.Background(), r.graceCtx))
 	if r.cfg.LeaderElection.Enabled {
 		if err := r.elect(); err != nil {
 			return err
@@ -269,6 +275,8 @@ func (r *runner) stop(ctx context.Context) error {
 			r.log.Warn("runnables did not finish within the stop timeout; stopping anyway", zap.Duration("stopTimeout", r.cfg.StopTimeout))
 		case <-ctx.Done():
 		}
+		// Past the bound, work still in flight is told to stop.
+		r.endGrace()
 	}
 	if r.stopElection != nil {
 		r.stopElection()

@@ -27,6 +27,9 @@ type Running struct {
 	Kubeconfig []byte
 
 	env *envtest.Environment
+	// certDir holds kube-apiserver's certificates. It is ours, not envtest's,
+	// so that they outlive a restart of kube-apiserver (see StopAPIServer).
+	certDir string
 	// usersMu serialises AddUser: envtest signs user certificates with an
 	// unguarded serial-number counter.
 	usersMu sync.Mutex
@@ -63,15 +66,24 @@ func Start(dir string) (_ *Running, err error) {
 	apiServer.Path = filepath.Join(dir, APIServer)
 	apiServer.SecureServing.Address = "127.0.0.1"
 	apiServer.SecureServing.Port = ports[2]
+	// envtest deletes a certificate directory it made itself when
+	// kube-apiserver stops, and makes new certificates when it starts, which
+	// every client config made until then would reject.
+	certDir, err := os.MkdirTemp("", "fxkube-apiserver-")
+	if err != nil {
+		return nil, fmt.Errorf("make kube-apiserver's certificate directory: %w", err)
+	}
+	apiServer.CertDir = certDir
+	configureAPIServer(apiServer)
 	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
 		te.ControlPlaneStartTimeout = defaultTimeout
 	}
 	if os.Getenv("KUBEBUILDER_CONTROLPLANE_STOP_TIMEOUT") == "" {
 		te.ControlPlaneStopTimeout = defaultTimeout
 	}
-	r := &Running{env: te}
+	r := &Running{env: te, certDir: certDir}
 	if r.Config, err = te.Start(); err != nil {
-		return nil, errors.Join(fmt.Errorf("start kube-apiserver and etcd from %s: %w", dir, err), te.Stop())
+		return nil, errors.Join(fmt.Errorf("start kube-apiserver and etcd from %s: %w", dir, err), r.Stop())
 	}
 	r.Kubeconfig = te.KubeConfig
 	return r, nil
@@ -90,7 +102,9 @@ func (r *Running) AddUser(name string, groups ...string) (*rest.Config, error) {
 }
 
 // Stop stops kube-apiserver and etcd and removes their data.
-func (r *Running) Stop() error { return r.env.Stop() }
+func (r *Running) Stop() error {
+	return errors.Join(r.env.Stop(), os.RemoveAll(r.certDir))
+}
 
 // loopbackPorts returns n distinct ports that were free on 127.0.0.1. They
 // are held open together so that the kernel hands out distinct ones.

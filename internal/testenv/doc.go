@@ -13,7 +13,8 @@
 // Tests then reach it through [Config] (an admin client config; the user is in
 // system:masters, so it may also read the API server's /metrics), [User] (a
 // client config for a user with only the rights a test grants),
-// [KubeconfigPath] and [KubectlPath].
+// [KubeconfigPath] and [KubectlPath]; [ControlPlane] gives tests that inject
+// faults the control plane itself.
 //
 // The binaries come from the directory in KUBEBUILDER_ASSETS when that is
 // set, and otherwise from [controlplane.Dir], where `make controlplane` builds

@@ -83,6 +83,14 @@ func KubectlPath(tb testing.TB) string {
 	return current(tb).kubectl
 }
 
+// ControlPlane returns the running control plane itself, for tests that
+// inject faults into it (see controlplane.Running.StopAPIServer). Such tests
+// belong in a package of their own, as every test of the binary shares it.
+func ControlPlane(tb testing.TB) *controlplane.Running {
+	tb.Helper()
+	return current(tb).cp
+}
+
 func current(tb testing.TB) *env {
 	tb.Helper()
 	if running == nil {
