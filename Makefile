@@ -30,6 +30,15 @@ test: ## Run all tests, integration tests included, with the race detector.
 	echo "KUBEBUILDER_ASSETS=$$assets"; \
 	KUBEBUILDER_ASSETS=$$assets $(GO) test -race -timeout 20m ./...
 
+# Runs of each benchmark in `make bench`; the table shows medians.
+BENCH_COUNT ?= 3
+
+.PHONY: bench
+bench: ## Benchmark fxkube against controller-runtime and plain informers on a local control plane; print a table of ratios.
+	@assets=$$($(CONTROLPLANE_BUILD)); \
+	echo "KUBEBUILDER_ASSETS=$$assets"; \
+	KUBEBUILDER_ASSETS=$$assets $(GO) test -run '^$$' -bench . -count $(BENCH_COUNT) -timeout 60m ./bench
+
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint, go vet and a gofmt check.
 	$(GO) vet ./...

@@ -1,0 +1,164 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The benchmarks run in the order of this file: the workload's objects are
+// created as the sizes grow, so running BenchmarkReads (at the largest size)
+// first would make the smaller sizes delete objects.
+
+// BenchmarkSystems runs the workload on each system, each run in a fresh
+// process, and reports what it cost: informers and API requests, time to
+// sync and to reconcile, heap, and reconcile throughput for a burst of
+// updates. "system=raw-list" is the floor: a plain client LIST of each
+// spec's objects.
+func BenchmarkSystems(b *testing.B) {
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("objects=%d", n), func(b *testing.B) {
+			kube := populate(b, n)
+			settle(b)
+			b.Run("system=raw-list", func(b *testing.B) { benchRawList(b, n) })
+			idle, err := scrapeRequests(b.Context(), kube.RESTClient())
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, sys := range systems {
+				b.Run("system="+sys, func(b *testing.B) {
+					var runs []*childResult
+					for b.Loop() {
+						waitIdle(b, kube.RESTClient(), idle)
+						settle(b)
+						runs = append(runs, spawn(b, childParams{
+							System: sys, Objects: n, Burst: burstUpdates, Rounds: burstRounds,
+							FirstVersion: nextVersion(),
+						}))
+					}
+					reportSystem(b, n, sys, runs)
+				})
+			}
+		})
+	}
+}
+
+// BenchmarkReads measures reading one object (Get) and many (List) from each
+// system's cache: fxkube's store, controller-runtime's cached client (which
+// deep-copies unless told not to: crNoCopy), client-go's listers.
+func BenchmarkReads(b *testing.B) {
+	const n = 10_000
+	populate(b, n)
+	r := startReaders(b)
+	settle(b)
+	keys := readKeys(n)
+	ctx := context.Background()
+	ns := namespaceOf(3)
+	inNamespace, byLabel := n/namespaces, n/namespaces/2
+	tier := map[string]string{"tier": "front"}
+	count := func(got, want int, err error) error {
+		if err == nil && got != want {
+			err = fmt.Errorf("got %d objects; want %d", got, want)
+		}
+		return err
+	}
+
+	ops := map[string]map[string]func(i int) error{
+		"Get-ConfigMap": {
+			fxkube: func(i int) error {
+				k := keys[i&1023]
+				_, err := r.configMaps.Get(k.Namespace, k.Name)
+				return err
+			},
+			controllerRuntime: func(i int) error {
+				var cm corev1.ConfigMap
+				return r.cr.Get(ctx, keys[i&1023], &cm)
+			},
+			crNoCopy: func(i int) error {
+				var cm corev1.ConfigMap
+				return r.cr.Get(ctx, keys[i&1023], &cm, client.UnsafeDisableDeepCopy)
+			},
+			plainInformers: func(i int) error {
+				k := keys[i&1023]
+				_, err := r.configMapLister.ConfigMaps(k.Namespace).Get(k.Name)
+				return err
+			},
+		},
+		"Get-Deployment": {
+			fxkube: func(i int) error {
+				k := keys[i&1023]
+				_, err := r.deployments.Get(k.Namespace, k.Name)
+				return err
+			},
+			controllerRuntime: func(i int) error {
+				var d appsv1.Deployment
+				return r.cr.Get(ctx, keys[i&1023], &d)
+			},
+			crNoCopy: func(i int) error {
+				var d appsv1.Deployment
+				return r.cr.Get(ctx, keys[i&1023], &d, client.UnsafeDisableDeepCopy)
+			},
+			plainInformers: func(i int) error {
+				k := keys[i&1023]
+				_, err := r.deploymentLister.Deployments(k.Namespace).Get(k.Name)
+				return err
+			},
+		},
+		"List-namespace": {
+			fxkube: func(int) error {
+				l, err := r.configMaps.List(client.InNamespace(ns))
+				return count(len(l), inNamespace, err)
+			},
+			controllerRuntime: func(int) error {
+				var l corev1.ConfigMapList
+				err := r.cr.List(ctx, &l, client.InNamespace(ns))
+				return count(len(l.Items), inNamespace, err)
+			},
+			crNoCopy: func(int) error {
+				var l corev1.ConfigMapList
+				err := r.cr.List(ctx, &l, client.InNamespace(ns), client.UnsafeDisableDeepCopy)
+				return count(len(l.Items), inNamespace, err)
+			},
+			plainInformers: func(int) error {
+				l, err := r.configMapLister.ConfigMaps(ns).List(labels.Everything())
+				return count(len(l), inNamespace, err)
+			},
+		},
+		"List-namespace-label": {
+			fxkube: func(int) error {
+				l, err := r.configMaps.List(client.InNamespace(ns), client.MatchingLabels(tier))
+				return count(len(l), byLabel, err)
+			},
+			controllerRuntime: func(int) error {
+				var l corev1.ConfigMapList
+				err := r.cr.List(ctx, &l, client.InNamespace(ns), client.MatchingLabels(tier))
+				return count(len(l.Items), byLabel, err)
+			},
+			crNoCopy: func(int) error {
+				var l corev1.ConfigMapList
+				err := r.cr.List(ctx, &l, client.InNamespace(ns), client.MatchingLabels(tier), client.UnsafeDisableDeepCopy)
+				return count(len(l.Items), byLabel, err)
+			},
+			plainInformers: func(int) error {
+				l, err := r.configMapLister.ConfigMaps(ns).List(labels.SelectorFromSet(tier))
+				return count(len(l), byLabel, err)
+			},
+		},
+	}
+	for _, op := range readOps {
+		for _, sys := range []string{fxkube, controllerRuntime, crNoCopy, plainInformers} {
+			name := sys
+			if sys == crNoCopy {
+				name = "controller-runtime-nocopy"
+			}
+			b.Run(fmt.Sprintf("objects=%d/op=%s/system=%s", n, op.name, name), func(b *testing.B) {
+				benchRead(b, n, sys, op.name, ops[op.name][sys])
+			})
+		}
+	}
+}

@@ -1,0 +1,388 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/fxkube/fxkube/internal/testenv"
+)
+
+// system is one way of running the workload's stores and controllers.
+// Constructing one does as little I/O as the system allows.
+type system interface {
+	// start starts stores and controllers in the background.
+	start(ctx context.Context)
+	// synced reports whether every store has synced, or why it never will.
+	synced() (bool, error)
+	// counts returns how many objects each spec's store holds.
+	counts() (map[string]int, error)
+	// informers returns how many informers the system runs.
+	informers() int
+	// details returns extra start-up timings, if the system has any.
+	details(ctx context.Context) (map[string]time.Duration, error)
+	stop(ctx context.Context) error
+}
+
+// The systems, in table order.
+const (
+	fxkube            = "fxkube"
+	controllerRuntime = "controller-runtime"
+	plainInformers    = "informers"
+)
+
+var systems = []string{fxkube, controllerRuntime, plainInformers}
+
+var newSystem = map[string]func(*rest.Config, *harness) (system, error){
+	fxkube:            newFxkube,
+	controllerRuntime: newControllerRuntime,
+	plainInformers:    newInformers,
+}
+
+// A child is this test binary run again to measure one system; these
+// variables tell it what to do and where to write the result.
+const (
+	childEnv  = "FXKUBE_BENCH_CHILD"
+	resultEnv = "FXKUBE_BENCH_RESULT"
+	// profileEnv, when set, names a directory where each child writes a
+	// CPU profile from start until every store synced, and a heap profile
+	// taken when it measures its heap: to see where the time and memory go.
+	profileEnv = "FXKUBE_BENCH_PROFILES"
+)
+
+type childParams struct {
+	System  string `json:"system"`
+	Objects int    `json:"objects"`
+	Burst   int    `json:"burst"`  // ConfigMaps updated per round
+	Rounds  int    `json:"rounds"` // rounds of updates
+	// FirstVersion is the version the first round sets, the next rounds
+	// counting up; no earlier run may have set it.
+	FirstVersion int32 `json:"firstVersion"`
+}
+
+// childResult is what one child measured.
+type childResult struct {
+	Informers   int                      `json:"informers"` // as the system counts them
+	Requests    apiRequests              `json:"requests"`  // from its start to its initial reconciles done
+	Build       time.Duration            `json:"build"`     // constructing the system
+	Synced      time.Duration            `json:"synced"`    // start until every store synced
+	Ready       time.Duration            `json:"ready"`     // start until every controller reconciled once
+	Reconciled  time.Duration            `json:"reconciled"`
+	HeapInuse   int64                    `json:"heapInuse"` // after the initial reconciles and GC, above the baseline
+	HeapAlloc   int64                    `json:"heapAlloc"`
+	Reconciles  int                      `json:"reconciles"`  // in the bursts
+	BurstDrain  time.Duration            `json:"burstDrain"`  // time to drain them, summed over rounds
+	BurstWrites time.Duration            `json:"burstWrites"` // time the API server took the updates
+	Counts      map[string]int           `json:"counts"`
+	Details     map[string]time.Duration `json:"details,omitempty"`
+}
+
+// runChild measures the system params names and writes the result where
+// resultEnv says. It returns the process's exit code.
+func runChild(params string) int {
+	var p childParams
+	if err := json.Unmarshal([]byte(params), &p); err != nil {
+		fmt.Fprintf(os.Stderr, "bench child: %s: %v\n", childEnv, err)
+		return 2
+	}
+	// A run at 10,000 objects takes seconds; a stuck one fails, naming the
+	// phase it was in.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	res, err := measure(ctx, p)
+	if err == nil {
+		var out []byte
+		out, err = json.Marshal(res)
+		if err == nil {
+			err = os.WriteFile(os.Getenv(resultEnv), out, 0o600)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench child %s, %d objects: %v\n", p.System, p.Objects, err)
+		return 1
+	}
+	return 0
+}
+
+// pollEvery is how often the harness checks a condition of the process. It
+// is far below the times measured and costs next to nothing.
+const pollEvery = time.Millisecond
+
+func poll(ctx context.Context, what string, every time.Duration, cond func() (bool, error)) error {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		ok, err := cond()
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", what, ctx.Err())
+		}
+	}
+}
+
+// heapNow returns the heap in use and allocated after two full collections.
+func heapNow() (inuse, alloc int64) {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapInuse), int64(ms.HeapAlloc)
+}
+
+func measure(ctx context.Context, p childParams) (*childResult, error) {
+	newSys, ok := newSystem[p.System]
+	if !ok {
+		return nil, fmt.Errorf("no system %q", p.System)
+	}
+	if os.Getenv(profileEnv) != "" {
+		// Fine-grained heap samples, at some cost in speed: profiles are
+		// for finding where memory goes, not for the figures.
+		runtime.MemProfileRate = 4096
+	}
+	// Logs cost the same in every system; drop them.
+	klog.SetLogger(logr.Discard())
+	ctrllog.SetLogger(logr.Discard())
+	// As cmd/app loads it: KUBECONFIG, client-side rate limits off.
+	cfg, err := config.GetConfig()
+	if err != nil {
+		return nil, err
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	h := newHarness(p.Objects)
+	for _, m := range modules {
+		h.trackers[m.name].expect(anyVersion, m.primary.count(p.Objects))
+	}
+	res := &childResult{}
+	before, err := scrapeRequests(ctx, kube.RESTClient())
+	if err != nil {
+		return nil, err
+	}
+
+	baseInuse, baseAlloc := heapNow()
+	began := time.Now()
+	sys, err := newSys(rest.CopyConfig(cfg), h)
+	if err != nil {
+		return nil, fmt.Errorf("build: %w", err)
+	}
+	res.Build = time.Since(began)
+
+	profiles := os.Getenv(profileEnv)
+	stopCPUProfile := func() {}
+	if profiles != "" {
+		if stopCPUProfile, err = startCPUProfile(filepath.Join(profiles, fmt.Sprintf("%s-%d.cpu", p.System, p.Objects))); err != nil {
+			return nil, err
+		}
+	}
+	began = time.Now()
+	sys.start(ctx)
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if err := sys.stop(stopCtx); err != nil {
+			fmt.Fprintf(os.Stderr, "bench child: stop %s: %v\n", p.System, err)
+		}
+	}()
+	if err := poll(ctx, "wait for stores to sync", pollEvery, sys.synced); err != nil {
+		return nil, err
+	}
+	res.Synced = time.Since(began)
+	stopCPUProfile()
+	for _, t := range h.trackers {
+		if err := t.waitDone(ctx); err != nil {
+			return nil, fmt.Errorf("initial reconciles: %w", err)
+		}
+		res.Reconciled = max(res.Reconciled, time.Unix(0, t.doneAt.Load()).Sub(began))
+		res.Ready = max(res.Ready, time.Unix(0, t.first.Load()).Sub(began))
+	}
+
+	inuse, alloc := heapNow()
+	res.HeapInuse, res.HeapAlloc = inuse-baseInuse, alloc-baseAlloc
+	if profiles != "" {
+		if err := writeHeapProfile(filepath.Join(profiles, fmt.Sprintf("%s-%d.heap", p.System, p.Objects))); err != nil {
+			return nil, err
+		}
+	}
+	res.Informers = sys.informers()
+	if res.Counts, err = sys.counts(); err != nil {
+		return nil, err
+	}
+	if err := checkCounts(res.Counts, p.Objects); err != nil {
+		return nil, err
+	}
+	after, err := scrapeRequests(ctx, kube.RESTClient())
+	if err != nil {
+		return nil, err
+	}
+	res.Requests = after.minus(before)
+	if res.Details, err = sys.details(ctx); err != nil {
+		return nil, err
+	}
+	if err := burst(ctx, kube, h, p, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return nil, errors.Join(err, f.Close())
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	return errors.Join(pprof.Lookup("heap").WriteTo(f, 0), f.Close())
+}
+
+// checkCounts fails unless every store holds exactly what its spec selects.
+func checkCounts(got map[string]int, n int) error {
+	want := map[string]int{"secrets": n, "deployments": n}
+	for _, v := range variants {
+		want["configmaps/"+v.name] = v.count(n)
+	}
+	if !maps.Equal(got, want) {
+		return fmt.Errorf("stores hold %v objects; want %v", got, want)
+	}
+	return nil
+}
+
+// patchWorkers is how many goroutines send the burst's updates.
+const patchWorkers = 16
+
+// burst updates the first p.Burst ConfigMaps, p.Rounds times, behind the
+// harness's gate, then opens it and times how long the controllers take to
+// reconcile every update.
+func burst(ctx context.Context, kube kubernetes.Interface, h *harness, p childParams, res *childResult) error {
+	n := min(p.Burst, p.Objects)
+	for round := range p.Rounds {
+		version := p.FirstVersion + int32(round)
+		want := 0
+		for _, m := range modules {
+			c := m.primary.count(n)
+			h.trackers[m.name].expect(version, c)
+			want += c
+		}
+		gate := make(chan struct{})
+		h.gate.Store(&gate)
+		patch := fmt.Appendf(nil, `{"data":{%q:"%d"}}`, versionKey, version)
+		began := time.Now()
+		err := parallel(ctx, 0, n, patchWorkers, func(ctx context.Context, i int) error {
+			_, err := kube.CoreV1().ConfigMaps(namespaceOf(i)).Patch(ctx, nameOf(i), types.MergePatchType, patch, metav1.PatchOptions{})
+			return err
+		})
+		if err != nil {
+			close(gate)
+			h.gate.Store(nil)
+			return fmt.Errorf("burst round %d: %w", round, err)
+		}
+		res.BurstWrites += time.Since(began)
+		err = poll(ctx, "wait for the burst to be queued", pollEvery, func() (bool, error) {
+			for _, m := range modules {
+				if t := h.trackers[m.name]; t.enqueued.Load() < int64(m.primary.count(n)) {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+		opened := time.Now()
+		close(gate)
+		h.gate.Store(nil)
+		if err != nil {
+			return err
+		}
+		var last int64
+		for _, t := range h.trackers {
+			if err := t.waitDone(ctx); err != nil {
+				return fmt.Errorf("burst round %d: %w", round, err)
+			}
+			last = max(last, t.doneAt.Load())
+		}
+		res.BurstDrain += time.Unix(0, last).Sub(opened)
+		res.Reconciles += want
+	}
+	return nil
+}
+
+// spawn runs a child measuring p against the running control plane and
+// returns its result.
+func spawn(b *testing.B, p childParams) *childResult {
+	b.Helper()
+	params, err := json.Marshal(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := filepath.Join(b.TempDir(), "result.json")
+	cmd := exec.CommandContext(b.Context(), os.Args[0], "-test.run=^$")
+	cmd.Env = append(slices.Clone(os.Environ()),
+		childEnv+"="+string(params),
+		resultEnv+"="+out,
+		"KUBECONFIG="+testenv.KubeconfigPath(b),
+	)
+	if output, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("%s: %v\n%s", cmd, err, output)
+	}
+	raw, err := os.ReadFile(out)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var res childResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		b.Fatal(err)
+	}
+	return &res
+}
+
+// waitIdle waits until the API server has closed the watches of earlier
+// children, so the next one's counts start from a quiet server.
+func waitIdle(b *testing.B, rc rest.Interface, idle apiRequests) {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(b.Context(), time.Minute)
+	defer cancel()
+	err := poll(ctx, "wait for earlier watches to close", 50*time.Millisecond, func() (bool, error) {
+		now, err := scrapeRequests(ctx, rc)
+		return err == nil && now.OpenWatches <= idle.OpenWatches, err
+	})
+	if err != nil && !errors.Is(err, context.Canceled) {
+		b.Fatal(err)
+	}
+}

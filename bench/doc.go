@@ -1,0 +1,18 @@
+// Package bench measures fxkube against controller-runtime and plain client-go
+// informers doing the same work against the same real kube-apiserver.
+//
+// The suite is benchmarks only; `make bench` runs it and prints one table of
+// ratios (BENCHMARKS.md holds the latest). Without -bench, `go test` runs only
+// cheap checks of the workload and the table, with no control plane:
+//
+//	go test -run '^$' -bench . -count 3 -timeout 60m ./bench
+//
+// Each system runs in a fresh subprocess (the test binary re-executed), so
+// its heap, connections and start-up are measured from a clean slate and one
+// system's garbage never counts against another. Store reads (Get, List) are
+// measured in the benchmark process itself with testing.B.
+//
+// FXKUBE_BENCH_PROFILES=<dir> makes each child write a CPU profile of its
+// start (until every store synced) and a heap profile taken when its heap
+// is measured, for `go tool pprof`.
+package bench

@@ -1,0 +1,208 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fxkube/fxkube/fxcontroller"
+	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/lifecycle"
+)
+
+// fxkubeSystem is the workload as an fxkube app: fxstore.Module,
+// fxcontroller.Module and lifecycle, with one fx module per workload module,
+// started and stopped through fx like cmd/app does.
+type fxkubeSystem struct {
+	app      *fx.App
+	registry *fxstore.Registry
+	stores   map[string]store // one per spec, as the first module got it
+	marks    *markCore
+
+	startedAt time.Time
+	started   chan struct{} // closed when app.Start has returned
+	startErr  error
+	startTook time.Duration
+}
+
+// store is what the harness needs of a typed store.
+type store interface {
+	HasSynced() bool
+	Count() (int, error)
+}
+
+func newFxkube(cfg *rest.Config, h *harness) (system, error) {
+	s := &fxkubeSystem{stores: make(map[string]store), marks: newMarkCore("stores started", "all stores synced")}
+	opts := []fx.Option{
+		fx.Supply(cfg, zap.New(s.marks)),
+		fxstore.Module,
+		fxcontroller.Module,
+		lifecycle.Options(lifecycle.Config{MetricsBindAddress: "0", HealthProbeBindAddress: "0"}),
+		fx.Populate(&s.registry),
+	}
+	for _, m := range modules {
+		opts = append(opts, fxkubeModule(m, h, s.stores))
+	}
+	s.app = fx.New(opts...)
+	return s, s.app.Err()
+}
+
+// fxkubeModule is one workload module as an fx module: it asks for all five
+// specs and declares its controller. Its reconciler reads the stores
+// directly: no copies.
+func fxkubeModule(m module, h *harness, seen map[string]store) fx.Option {
+	t := h.trackers[m.name]
+	return fx.Module(m.name, fxcontroller.Provide(func(stores *fxstore.Registry) (*fxcontroller.Controller, error) {
+		var errs []error
+		keep := func(name string, s store, err error) {
+			errs = append(errs, err)
+			if _, ok := seen[name]; !ok && err == nil {
+				seen[name] = s
+			}
+		}
+		cms := make(map[string]*fxstore.Store[*corev1.ConfigMap], len(variants))
+		for _, v := range variants {
+			s, err := fxstore.For[*corev1.ConfigMap](stores, fxstore.Spec{LabelSelector: v.selector})
+			cms[v.name] = s
+			keep("configmaps/"+v.name, s, err)
+		}
+		secrets, err := fxstore.For[*corev1.Secret](stores, fxstore.Spec{LabelSelector: everything})
+		keep("secrets", secrets, err)
+		deployments, err := fxstore.For[*appsv1.Deployment](stores, fxstore.Spec{LabelSelector: everything})
+		keep("deployments", deployments, err)
+		if err := errors.Join(errs...); err != nil {
+			return nil, err
+		}
+		cm := cms[m.primary.name]
+		return fxcontroller.New(m.name, cm, reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
+			h.wait()
+			obj, err := cm.Get(req.Namespace, req.Name)
+			if err != nil {
+				return reconcile.Result{}, client.IgnoreNotFound(err)
+			}
+			secret, _ := secrets.Get(req.Namespace, req.Name)
+			deploy, _ := deployments.Get(req.Namespace, req.Name)
+			t.reconcileConfigMap(obj, secret, deploy)
+			return reconcile.Result{}, nil
+		}), fxcontroller.WithPredicates(countUpdates[client.Object](t)))
+	}))
+}
+
+func (s *fxkubeSystem) start(ctx context.Context) {
+	s.started = make(chan struct{})
+	s.startedAt = time.Now()
+	go func() {
+		defer close(s.started)
+		s.startErr = s.app.Start(ctx)
+		s.startTook = time.Since(s.startedAt)
+	}()
+}
+
+func (s *fxkubeSystem) synced() (bool, error) {
+	select {
+	case <-s.started:
+		if s.startErr != nil {
+			return false, s.startErr
+		}
+	default:
+	}
+	for _, st := range s.stores {
+		if !st.HasSynced() {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func (s *fxkubeSystem) counts() (map[string]int, error) {
+	out := make(map[string]int, len(s.stores))
+	for name, st := range s.stores {
+		n, err := st.Count()
+		if err != nil {
+			return nil, err
+		}
+		out[name] = n
+	}
+	return out, nil
+}
+
+func (s *fxkubeSystem) informers() int { return len(s.registry.Stores()) }
+
+// details breaks fxkube's start down: fx.Start until the stores were bound
+// and started (discovery and access reviews), until all had synced (as
+// lifecycle logged it), and until Start returned with the controllers
+// running; and the longest informer sync, from informer start to synced.
+func (s *fxkubeSystem) details(ctx context.Context) (map[string]time.Duration, error) {
+	select {
+	case <-s.started:
+		if s.startErr != nil {
+			return nil, s.startErr
+		}
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	d := map[string]time.Duration{"start returned": s.startTook}
+	for msg, at := range s.marks.times() {
+		d[msg] = at.Sub(s.startedAt)
+	}
+	for _, info := range s.registry.Stores() {
+		d["slowest informer sync"] = max(d["slowest informer sync"], info.Status.SyncDuration)
+	}
+	return d, nil
+}
+
+func (s *fxkubeSystem) stop(ctx context.Context) error { return s.app.Stop(ctx) }
+
+// markCore is a zap core that only notes when messages of interest were
+// logged, so that timing fxkube's start-up costs no memory for logs.
+type markCore struct {
+	messages map[string]bool
+	mu       sync.Mutex
+	at       map[string]time.Time
+}
+
+func newMarkCore(messages ...string) *markCore {
+	c := &markCore{messages: make(map[string]bool), at: make(map[string]time.Time)}
+	for _, m := range messages {
+		c.messages[m] = true
+	}
+	return c
+}
+
+func (c *markCore) Enabled(l zapcore.Level) bool      { return l >= zapcore.InfoLevel }
+func (c *markCore) With([]zapcore.Field) zapcore.Core { return c }
+func (c *markCore) Sync() error                       { return nil }
+
+func (c *markCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.messages[e.Message] {
+		return ce.AddCore(e, c)
+	}
+	return ce
+}
+
+func (c *markCore) Write(e zapcore.Entry, _ []zapcore.Field) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at[e.Message] = e.Time
+	return nil
+}
+
+func (c *markCore) times() map[string]time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]time.Time, len(c.at))
+	for k, v := range c.at {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,203 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// informersSystem is the workload as teams write it before they share:
+// each module builds its own SharedInformerFactory per label selector (a
+// factory has one), so every consumer has its own informers, and runs its
+// controller in the shape of k8s.io/sample-controller. Objects are kept as
+// the API server sends them (managedFields included), client-go's default.
+type informersSystem struct {
+	controllers []*plainController
+	all         []cache.SharedIndexInformer
+	stores      map[string]cache.SharedIndexInformer // by spec, the first module's
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// plainController is one module: its factories and its controller.
+type plainController struct {
+	h         *harness
+	t         *tracker
+	factories []informers.SharedInformerFactory
+	queue     workqueue.TypedRateLimitingInterface[cache.ObjectName]
+
+	configMaps  corelisters.ConfigMapLister
+	secrets     corelisters.SecretLister
+	deployments appslisters.DeploymentLister
+}
+
+// protobuf makes a client-go clientset talk protobuf, as controller-runtime's
+// clients (and so fxkube's stores) do for built-in kinds, so that the
+// systems differ in how many informers they run, not in wire format.
+func protobuf(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	return cfg
+}
+
+func newInformers(cfg *rest.Config, h *harness) (system, error) {
+	kube, err := kubernetes.NewForConfig(protobuf(cfg))
+	if err != nil {
+		return nil, err
+	}
+	s := &informersSystem{stores: make(map[string]cache.SharedIndexInformer)}
+	for _, m := range modules {
+		c := &plainController{
+			h: h,
+			t: h.trackers[m.name],
+			queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
+				workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: m.name}),
+		}
+		factory := make(map[string]informers.SharedInformerFactory)
+		for _, v := range variants {
+			f := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+				o.LabelSelector = v.selector
+			}))
+			factory[v.name] = f
+			c.factories = append(c.factories, f)
+			s.keep("configmaps/"+v.name, f.Core().V1().ConfigMaps().Informer())
+		}
+		// Secrets and Deployments share the factory whose selector fits.
+		s.keep("secrets", factory[all.name].Core().V1().Secrets().Informer())
+		s.keep("deployments", factory[all.name].Apps().V1().Deployments().Informer())
+		c.configMaps = factory[m.primary.name].Core().V1().ConfigMaps().Lister()
+		c.secrets = factory[all.name].Core().V1().Secrets().Lister()
+		c.deployments = factory[all.name].Apps().V1().Deployments().Lister()
+
+		_, err := factory[m.primary.name].Core().V1().ConfigMaps().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: c.enqueue,
+			UpdateFunc: func(_, obj any) {
+				if cm, ok := obj.(*corev1.ConfigMap); ok {
+					c.t.updated(versionOf(cm))
+				}
+				c.enqueue(obj)
+			},
+			DeleteFunc: c.enqueue,
+		})
+		if err != nil {
+			return nil, err
+		}
+		s.controllers = append(s.controllers, c)
+	}
+	return s, nil
+}
+
+func (s *informersSystem) keep(name string, i cache.SharedIndexInformer) {
+	s.all = append(s.all, i)
+	if _, ok := s.stores[name]; !ok {
+		s.stores[name] = i
+	}
+}
+
+func (c *plainController) enqueue(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if name, err := cache.ObjectToName(obj); err == nil {
+		c.queue.Add(name)
+	}
+}
+
+// run starts the module's informers, waits for them the usual way (client-go
+// polls every 100ms) and runs one worker, like controller-runtime's default.
+func (c *plainController) run(ctx context.Context) {
+	for _, f := range c.factories {
+		f.Start(ctx.Done())
+	}
+	for _, f := range c.factories {
+		f.WaitForCacheSync(ctx.Done())
+	}
+	for c.processNextWorkItem() {
+	}
+}
+
+func (c *plainController) processNextWorkItem() bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	c.h.wait()
+	cm, err := c.configMaps.ConfigMaps(key.Namespace).Get(key.Name)
+	if err == nil {
+		secret, _ := c.secrets.Secrets(key.Namespace).Get(key.Name)
+		deploy, _ := c.deployments.Deployments(key.Namespace).Get(key.Name)
+		c.t.reconcileConfigMap(cm, secret, deploy)
+	}
+	c.queue.Forget(key)
+	return true
+}
+
+func (s *informersSystem) start(ctx context.Context) {
+	ctx, s.cancel = context.WithCancel(ctx)
+	for _, c := range s.controllers {
+		s.wg.Go(func() { c.run(ctx) })
+	}
+}
+
+func (s *informersSystem) synced() (bool, error) {
+	for _, i := range s.all {
+		if !i.HasSynced() {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func (s *informersSystem) counts() (map[string]int, error) {
+	out := make(map[string]int, len(s.stores))
+	for name, i := range s.stores {
+		out[name] = len(i.GetIndexer().ListKeys())
+	}
+	return out, nil
+}
+
+func (s *informersSystem) informers() int { return len(s.all) }
+
+func (s *informersSystem) details(context.Context) (map[string]time.Duration, error) {
+	return nil, nil
+}
+
+func (s *informersSystem) stop(ctx context.Context) error {
+	if s.cancel != nil {
+		s.cancel()
+	}
+	for _, c := range s.controllers {
+		c.queue.ShutDown()
+	}
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		for _, c := range s.controllers {
+			for _, f := range c.factories {
+				f.Shutdown()
+			}
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("informers did not stop: %w", ctx.Err())
+	}
+}

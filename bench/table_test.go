@@ -1,0 +1,426 @@
+package bench
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/fxkube/fxkube/internal/controlplane"
+)
+
+// Pseudo-systems in the results, besides the three systems.
+const (
+	rawList  = "raw-list"            // a plain client LIST per spec
+	crNoCopy = "controller-runtime*" // its cached client with UnsafeDisableDeepCopy
+)
+
+// Metrics, named as benchmark units.
+const (
+	mInformers     = "informers"
+	mOpenWatches   = "open-watches"
+	mLists         = "lists"
+	mEndedWatches  = "ended-watches"
+	mBuild         = "build-ms"
+	mSynced        = "synced-ms"
+	mReady         = "ready-ms"
+	mReconciled    = "reconciled-ms"
+	mHeapInuse     = "heap-inuse-MiB"
+	mHeapAlloc     = "heap-alloc-MiB"
+	mThroughput    = "reconciles/s"
+	mWriteRate     = "updates/s"
+	mPreflight     = "preflight-ms"
+	mSyncLogged    = "all-synced-ms"
+	mStartReturned = "start-ms"
+	mInformerSync  = "informer-sync-ms"
+	mOverhead      = "overhead-ms"
+	mRawSlowest    = "slowest-list-ms"
+	mRawSum        = "sequential-lists-ms"
+	mRawTogether   = "concurrent-lists-ms"
+)
+
+// recorder keeps every value the benchmarks measured, one per run (-count),
+// for the table, which shows medians.
+type recorder struct {
+	mu      sync.Mutex
+	samples map[sampleKey][]float64
+	// loadAtStart is the load average when the benchmarks began: other
+	// work on the machine skews every figure.
+	loadAtStart string
+}
+
+type sampleKey struct {
+	objects        int
+	system, metric string
+}
+
+var results = &recorder{samples: make(map[sampleKey][]float64)}
+
+func (r *recorder) record(objects int, system, metric string, v float64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := sampleKey{objects, system, metric}
+	r.samples[k] = append(r.samples[k], v)
+}
+
+// median returns the median of the values recorded, and whether there are
+// any.
+func (r *recorder) median(objects int, system, metric string) (float64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	vs := slices.Sorted(slices.Values(r.samples[sampleKey{objects, system, metric}]))
+	switch {
+	case len(vs) == 0:
+		return 0, false
+	case len(vs)%2 == 1:
+		return vs[len(vs)/2], true
+	default:
+		return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2, true
+	}
+}
+
+// runs returns how many values were recorded for the metric at most.
+func (r *recorder) runs() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, vs := range r.samples {
+		n = max(n, len(vs))
+	}
+	return n
+}
+
+func (r *recorder) sizes() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []int
+	for k := range r.samples {
+		if !slices.Contains(out, k.objects) {
+			out = append(out, k.objects)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// value reads one row's figure for a system.
+type value func(system string) (float64, bool)
+
+// row is one line of the table.
+type row struct {
+	label    string
+	value    value
+	decimals int
+	ratios   bool   // show fxkube's ratio to the others
+	target   string // what fxkube should reach, if anything
+	// met reports whether the target is met, given the row's values; ok is
+	// false when a figure is missing.
+	met func(v value) (met, ok bool)
+	// note, if set, makes the row a line of text.
+	note string
+}
+
+func (r *recorder) metric(n int, metric string) value {
+	return func(sys string) (float64, bool) { return r.median(n, sys, metric) }
+}
+
+// ratio is fxkube's figure over another system's.
+func ratio(v value, other string) (float64, bool) {
+	a, ok1 := v(fxkube)
+	b, ok2 := v(other)
+	if !ok1 || !ok2 || b == 0 {
+		return 0, false
+	}
+	return a / b, true
+}
+
+func atMost(limit float64, other string) func(value) (bool, bool) {
+	return func(v value) (bool, bool) {
+		r, ok := ratio(v, other)
+		return ok && r <= limit, ok
+	}
+}
+
+func both(a, b func(value) (bool, bool)) func(value) (bool, bool) {
+	return func(v value) (bool, bool) {
+		m1, ok1 := a(v)
+		m2, ok2 := b(v)
+		return m1 && m2, ok1 && ok2
+	}
+}
+
+// only shows a figure in one system's column.
+func only(sys string, v value) value {
+	return func(s string) (float64, bool) {
+		if s != sys {
+			return 0, false
+		}
+		return v(s)
+	}
+}
+
+func (r *recorder) systemRows(n int) []row {
+	m := func(metric string) value { return r.metric(n, metric) }
+	over := func(metric, floor string) (value, float64) {
+		f, ok := r.median(n, rawList, floor)
+		return func(sys string) (float64, bool) {
+			v, okv := r.median(n, sys, metric)
+			if !ok || !okv || f == 0 {
+				return 0, false
+			}
+			return v / f, true
+		}, f
+	}
+	slowestRatio, slowest := over(mSynced, mRawSlowest)
+	togetherRatio, together := over(mSynced, mRawTogether)
+	sum, _ := r.median(n, rawList, mRawSum)
+	fx := func(metric string) value { return only(fxkube, m(metric)) }
+	return []row{
+		{label: "informers run", value: m(mInformers), ratios: true,
+			target: fmt.Sprintf("fxkube = %d specs, informers = %d", distinctSpecs, distinctSpecs*consumersPerSpec),
+			met: func(v value) (bool, bool) {
+				f, ok1 := v(fxkube)
+				p, ok2 := v(plainInformers)
+				return f == distinctSpecs && p == distinctSpecs*consumersPerSpec, ok1 && ok2
+			}},
+		{label: "WATCH requests open at the API server", value: m(mOpenWatches), ratios: true},
+		{label: "LIST requests at the API server", value: m(mLists)},
+		{label: "WATCH requests ended (watches re-opened)", value: m(mEndedWatches)},
+		{label: "build the system, no I/O (ms)", value: m(mBuild), decimals: 1},
+		{label: "start → every store synced (ms)", value: m(mSynced), ratios: true},
+		{note: fmt.Sprintf("raw client LIST of each spec (floor): slowest %.0f ms; all %d one after another %.0f ms; all at once %.0f ms",
+			slowest, distinctSpecs, sum, together)},
+		{label: "  synced ÷ slowest raw LIST", value: slowestRatio, decimals: 2,
+			target: "fxkube ≤ 1.30", met: func(v value) (bool, bool) { f, ok := v(fxkube); return f <= 1.3, ok }},
+		{label: "  synced ÷ all raw LISTs at once", value: togetherRatio, decimals: 2},
+		{label: "start → every controller reconciling (ms)", value: m(mReady), ratios: true},
+		{label: "start → initial reconciles done (ms)", value: m(mReconciled), ratios: true},
+		{label: "heap in use after sync + GC (MiB)", value: m(mHeapInuse), decimals: 1, ratios: true,
+			target: "≤ 0.40× informers, ≤ 1.00× cr", met: both(atMost(0.4, plainInformers), atMost(1, controllerRuntime))},
+		{label: "heap allocated after sync + GC (MiB)", value: m(mHeapAlloc), decimals: 1, ratios: true},
+		{label: "burst: reconciles/s draining the queues", value: m(mThroughput), ratios: true,
+			target: "≥ 0.95× cr", met: func(v value) (bool, bool) { r, ok := ratio(v, controllerRuntime); return ok && r >= 0.95, ok }},
+		{label: "  (API server took the updates at, /s)", value: m(mWriteRate)},
+		{label: "fxkube: Start → stores bound (discovery, access review) (ms)", value: fx(mPreflight), decimals: 1},
+		{label: "fxkube: slowest informer, its start → synced (ms)", value: fx(mInformerSync)},
+		{label: "fxkube: Start → lifecycle saw every store synced (ms)", value: fx(mSyncLogged)},
+		{label: "fxkube: Start returned, controllers running (ms)", value: fx(mStartReturned)},
+		{label: "fxkube: overhead = build + Start − slowest informer (ms)", value: fx(mOverhead), decimals: 1},
+	}
+}
+
+// readOps are the store reads benchmarked, by the name recorded.
+var readOps = []struct {
+	name  string
+	label func(n int) string
+	get   bool
+}{
+	{"Get-ConfigMap", func(int) string { return "Get ConfigMap" }, true},
+	{"Get-Deployment", func(int) string { return "Get Deployment" }, true},
+	{"List-namespace", func(n int) string { return fmt.Sprintf("List a namespace's %d ConfigMaps", n/namespaces) }, false},
+	{"List-namespace-label", func(n int) string {
+		return fmt.Sprintf("List a namespace's ConfigMaps by label (%d)", n/namespaces/2)
+	}, false},
+}
+
+func (r *recorder) readRows(n int) []row {
+	var rows []row
+	noCopy := func(v value) value {
+		return func(sys string) (float64, bool) {
+			if sys == controllerRuntime {
+				sys = crNoCopy
+			}
+			return v(sys)
+		}
+	}
+	for _, op := range readOps {
+		ns, allocs := r.metric(n, op.name+" ns/op"), r.metric(n, op.name+" allocs/op")
+		if _, ok := ns(fxkube); !ok {
+			continue
+		}
+		nsRow := row{label: op.label(n) + " (ns/op)", value: ns, decimals: 1, ratios: true}
+		allocRow := row{label: op.label(n) + " (allocs/op)", value: allocs, ratios: true}
+		if op.get {
+			nsRow.target, nsRow.met = "≤ 0.02× cr (50× faster)", atMost(0.02, controllerRuntime)
+			allocRow.target = "fxkube = 0"
+			allocRow.met = func(v value) (bool, bool) { a, ok := v(fxkube); return a == 0, ok }
+		}
+		rows = append(rows, nsRow, allocRow,
+			row{label: "  cr without deep copy (ns/op)", value: noCopy(ns), decimals: 1, ratios: true},
+			row{label: "  cr without deep copy (allocs/op)", value: noCopy(allocs), ratios: true})
+	}
+	return rows
+}
+
+// print writes the table of everything recorded, as Markdown that also reads
+// well in a terminal.
+func (r *recorder) print(out io.Writer) {
+	sizes := r.sizes()
+	if len(sizes) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "\nfxkube vs controller-runtime (cr) vs plain client-go informers: median of %d run(s)\n", r.runs())
+	fmt.Fprintf(out, "workload: %d modules × %d specs (ConfigMaps in 3 label-selector variants, Secrets, Deployments), %d consumers per spec; N objects of each kind\n",
+		len(modules), distinctSpecs, consumersPerSpec)
+	fmt.Fprintf(out, "machine: %s; load average %s at the start, %s at the end\nversions: %s\n\n",
+		machine(), r.loadAtStart, loadAverage(), versions())
+
+	table := [][]string{{"", "fxkube", "cr", "informers", "fxkube÷cr", "fxkube÷informers", "target", "met"}}
+	section := func(title string, rows []row) {
+		table = append(table, []string{"**" + title + "**", "", "", "", "", "", "", ""})
+		for _, rw := range rows {
+			if rw.note != "" {
+				table = append(table, []string{rw.note, "", "", "", "", "", "", ""})
+				continue
+			}
+			cells := []string{rw.label}
+			for _, sys := range systems {
+				cells = append(cells, formatValue(rw.value, sys, rw.decimals))
+			}
+			for _, other := range []string{controllerRuntime, plainInformers} {
+				cell := ""
+				if rw.ratios {
+					if q, ok := ratio(rw.value, other); ok {
+						cell = formatRatio(q)
+					}
+				}
+				cells = append(cells, cell)
+			}
+			verdict := ""
+			if rw.met != nil {
+				switch met, ok := rw.met(rw.value); {
+				case !ok:
+					verdict = "?"
+				case met:
+					verdict = "yes"
+				default:
+					verdict = "**NO**"
+				}
+			}
+			table = append(table, append(cells, rw.target, verdict))
+		}
+	}
+	for _, n := range sizes {
+		if _, ok := r.median(n, fxkube, mSynced); ok {
+			section(fmt.Sprintf("N = %d", n), r.systemRows(n))
+		}
+	}
+	for _, n := range sizes {
+		if rows := r.readRows(n); len(rows) > 0 {
+			section(fmt.Sprintf("store reads, N = %d (cr: cached client, deep copies by default)", n), rows)
+		}
+	}
+	writeMarkdown(out, table)
+}
+
+// writeMarkdown writes rows as a Markdown table, padded to line up: the first
+// column aligned left, the others (figures) right.
+func writeMarkdown(out io.Writer, rows [][]string) {
+	width := make([]int, len(rows[0]))
+	for i := range width {
+		width[i] = 3 // room for a separator such as ":--"
+	}
+	for _, cells := range rows {
+		for i, c := range cells {
+			width[i] = max(width[i], utf8.RuneCountInString(c))
+		}
+	}
+	line := func(cells []string) {
+		var b strings.Builder
+		for i, c := range cells {
+			pad := strings.Repeat(" ", width[i]-utf8.RuneCountInString(c))
+			if i == 0 || i >= len(cells)-2 {
+				fmt.Fprintf(&b, "| %s%s ", c, pad)
+			} else {
+				fmt.Fprintf(&b, "| %s%s ", pad, c)
+			}
+		}
+		fmt.Fprintln(out, b.String()+"|")
+	}
+	line(rows[0])
+	sep := make([]string, len(width))
+	for i, w := range width {
+		if i == 0 || i >= len(width)-2 {
+			sep[i] = ":" + strings.Repeat("-", w-1)
+		} else {
+			sep[i] = strings.Repeat("-", w-1) + ":"
+		}
+	}
+	line(sep)
+	for _, cells := range rows[1:] {
+		line(cells)
+	}
+}
+
+func formatValue(v value, sys string, decimals int) string {
+	x, ok := v(sys)
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("%.*f", decimals, x)
+}
+
+// formatRatio shows three decimals, so that a ratio next to a target of 1
+// shows which side of it it is.
+func formatRatio(q float64) string { return fmt.Sprintf("%.3f×", q) }
+
+// machine describes the CPUs and memory.
+func machine() string {
+	model, mem := "unknown CPU", "unknown memory"
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		s := bufio.NewScanner(f)
+		for s.Scan() {
+			if k, v, ok := strings.Cut(s.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+		_ = f.Close()
+	}
+	if f, err := os.Open("/proc/meminfo"); err == nil {
+		s := bufio.NewScanner(f)
+		for s.Scan() {
+			var kb int64
+			if _, err := fmt.Sscanf(s.Text(), "MemTotal: %d kB", &kb); err == nil {
+				mem = fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))
+				break
+			}
+		}
+		_ = f.Close()
+	}
+	return fmt.Sprintf("%d CPUs (%s), %s", runtime.NumCPU(), model, mem)
+}
+
+// loadAverage returns the 1, 5 and 15 minute load averages.
+func loadAverage() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	if f := strings.Fields(string(raw)); len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
+}
+
+// versions names Go, the control plane and the client libraries (from the
+// module's go.mod: test binaries carry no dependency versions).
+func versions() string {
+	parts := []string{runtime.Version(), "kube-apiserver " + controlplane.KubernetesVersion, "etcd " + controlplane.EtcdVersion}
+	raw, err := os.ReadFile("../go.mod")
+	if err != nil {
+		return strings.Join(parts, ", ")
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && slices.Contains([]string{"k8s.io/client-go", "sigs.k8s.io/controller-runtime", "go.uber.org/fx"}, f[0]) {
+			parts = append(parts, f[0]+" "+f[1])
+		}
+	}
+	return strings.Join(parts, ", ")
+}

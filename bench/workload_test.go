@@ -1,0 +1,269 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The workload: three modules (web, api, audit), each asking for the same
+// five watch specs, so every spec has three consumers:
+//
+//   - ConfigMaps in three label-selector variants (front, back, all), the
+//     objects in front and back being disjoint halves of all;
+//   - Secrets and Deployments, all of them.
+//
+// Each module runs one controller, whose primary objects are one ConfigMap
+// variant (web: front, api: back, audit: all) and which reads the Secret and
+// Deployment of the same name. Every object carries appLabel, so no spec sees
+// anything else in the cluster.
+const (
+	appLabel      = "app"
+	appValue      = "fxkube-bench"
+	namespaces    = 10
+	versionKey    = "v" // the ConfigMap data key the burst updates
+	objectPrefix  = "obj-"
+	namespaceBase = "fxkube-bench-"
+)
+
+// variant is one label selector on ConfigMaps.
+type variant struct {
+	name     string
+	selector string
+	// has reports whether the ConfigMap with index i matches.
+	has func(i int) bool
+}
+
+// Objects go round the namespaces by index; each namespace's ConfigMaps
+// alternate between the front and back tiers in runs of one.
+func isFront(i int) bool { return (i/namespaces)%2 == 0 }
+
+var (
+	front = variant{"front", appLabel + "=" + appValue + ",tier=front", isFront}
+	back  = variant{"back", appLabel + "=" + appValue + ",tier=back", func(i int) bool { return !isFront(i) }}
+	all   = variant{"all", appLabel + "=" + appValue, func(int) bool { return true }}
+
+	variants = []variant{front, back, all}
+
+	// everything selects every Secret and Deployment of the workload.
+	everything = appLabel + "=" + appValue
+)
+
+// module is one consumer of every spec, running one controller.
+type module struct {
+	name    string
+	primary variant
+}
+
+var modules = []module{{"web", front}, {"api", back}, {"audit", all}}
+
+const (
+	// distinctSpecs is what the modules ask for: three ConfigMap variants,
+	// Secrets, Deployments.
+	distinctSpecs = 5
+	// consumersPerSpec is how many modules ask for each spec.
+	consumersPerSpec = 3
+)
+
+// count returns how many of n objects of each kind v selects.
+func (v variant) count(n int) int {
+	c := 0
+	for i := range n {
+		if v.has(i) {
+			c++
+		}
+	}
+	return c
+}
+
+func mustSelector(s string) labels.Selector {
+	sel, err := labels.Parse(s)
+	if err != nil {
+		panic(err)
+	}
+	return sel
+}
+
+func namespaceOf(i int) string { return namespaceBase + strconv.Itoa(i%namespaces) }
+func nameOf(i int) string      { return fmt.Sprintf("%s%05d", objectPrefix, i) }
+
+// indexOf returns the index in an object's name, or -1.
+func indexOf(name string) int {
+	i, err := strconv.Atoi(strings.TrimPrefix(name, objectPrefix))
+	if err != nil || !strings.HasPrefix(name, objectPrefix) {
+		return -1
+	}
+	return i
+}
+
+// versionOf returns the version a ConfigMap carries, or -1.
+func versionOf(cm *corev1.ConfigMap) int32 {
+	v, err := strconv.Atoi(cm.Data[versionKey])
+	if err != nil {
+		return -1
+	}
+	return int32(v)
+}
+
+func objectMeta(i int, extra map[string]string) metav1.ObjectMeta {
+	l := map[string]string{appLabel: appValue}
+	for k, v := range extra {
+		l[k] = v
+	}
+	return metav1.ObjectMeta{Name: nameOf(i), Namespace: namespaceOf(i), Labels: l}
+}
+
+// The objects are modest and typical: a ConfigMap with a small config file,
+// a Secret with a token, a one-container Deployment.
+func newConfigMap(i int) *corev1.ConfigMap {
+	tier := "back"
+	if front.has(i) {
+		tier = "front"
+	}
+	return &corev1.ConfigMap{
+		ObjectMeta: objectMeta(i, map[string]string{"tier": tier}),
+		Data: map[string]string{
+			versionKey: "1",
+			"config.yaml": fmt.Sprintf("server:\n  port: %d\n  name: %s\nlog:\n  level: info\n  format: json\nfeatures: [a, b, c]\n",
+				8000+i%1000, nameOf(i)),
+		},
+	}
+}
+
+func newSecret(i int) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: objectMeta(i, nil),
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{"token": fmt.Appendf(nil, "%064x", i*7919)},
+	}
+}
+
+func newDeployment(i int) *appsv1.Deployment {
+	podLabels := map[string]string{appLabel: appValue, "name": nameOf(i)}
+	return &appsv1.Deployment{
+		ObjectMeta: objectMeta(i, nil),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: new(int32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: podLabels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name:  "app",
+					Image: "registry.k8s.io/pause:3.10",
+					Args:  []string{"--config", "/etc/app/config.yaml"},
+					Env:   []corev1.EnvVar{{Name: "NAME", Value: nameOf(i)}, {Name: "TIER", Value: "bench"}},
+					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+						corev1.ResourceCPU:    resource.MustParse("10m"),
+						corev1.ResourceMemory: resource.MustParse("16Mi"),
+					}},
+				}}},
+			},
+		},
+	}
+}
+
+// population keeps the workload's objects in the cluster: n of each kind.
+type population struct {
+	mu      sync.Mutex
+	created int
+}
+
+// createWorkers is how many goroutines create objects; enough to keep the
+// API server busy on a small machine.
+const createWorkers = 16
+
+// ensure creates or deletes objects so that the cluster holds exactly n of
+// each kind.
+func (p *population) ensure(ctx context.Context, kube kubernetes.Interface, n int) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.created == 0 {
+		for ns := range namespaces {
+			_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespaceOf(ns)}}, metav1.CreateOptions{})
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("create namespace: %w", err)
+			}
+		}
+	}
+	ignore := func(err error, ok func(error) bool) error {
+		if err != nil && !ok(err) {
+			return err
+		}
+		return nil
+	}
+	var err error
+	switch {
+	case n > p.created:
+		err = parallel(ctx, p.created, n, createWorkers, func(ctx context.Context, i int) error {
+			_, err1 := kube.CoreV1().ConfigMaps(namespaceOf(i)).Create(ctx, newConfigMap(i), metav1.CreateOptions{})
+			_, err2 := kube.CoreV1().Secrets(namespaceOf(i)).Create(ctx, newSecret(i), metav1.CreateOptions{})
+			_, err3 := kube.AppsV1().Deployments(namespaceOf(i)).Create(ctx, newDeployment(i), metav1.CreateOptions{})
+			return errors.Join(ignore(err1, apierrors.IsAlreadyExists), ignore(err2, apierrors.IsAlreadyExists), ignore(err3, apierrors.IsAlreadyExists))
+		})
+	case n < p.created:
+		err = parallel(ctx, n, p.created, createWorkers, func(ctx context.Context, i int) error {
+			ns, name := namespaceOf(i), nameOf(i)
+			return errors.Join(
+				ignore(kube.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{}), apierrors.IsNotFound),
+				ignore(kube.CoreV1().Secrets(ns).Delete(ctx, name, metav1.DeleteOptions{}), apierrors.IsNotFound),
+				ignore(kube.AppsV1().Deployments(ns).Delete(ctx, name, metav1.DeleteOptions{}), apierrors.IsNotFound))
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("make %d objects of each kind, from %d: %w", n, p.created, err)
+	}
+	p.created = n
+	return nil
+}
+
+// parallel calls fn for every i in [from, to) on workers goroutines and
+// returns the first error.
+func parallel(ctx context.Context, from, to, workers int, fn func(context.Context, int) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				if err := fn(ctx, i); err != nil {
+					cancel(err)
+				}
+			}
+		})
+	}
+feed:
+	for i := from; i < to; i++ {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	return context.Cause(ctx)
+}
+
+// readKeys are the objects Get benchmarks read in turn, spread over every
+// namespace so reads do not hit one hot object.
+func readKeys(n int) []client.ObjectKey {
+	keys := make([]client.ObjectKey, 1024)
+	for k := range keys {
+		i := (k * 7919) % n
+		keys[k] = client.ObjectKey{Namespace: namespaceOf(i), Name: nameOf(i)}
+	}
+	return keys
+}
