@@ -1,6 +1,7 @@
 package fxstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -50,6 +51,14 @@ func (e *AccessError) Error() string {
 type ClusterSource struct {
 	client client.WithWatch
 	user   func() string
+	// access memoises checkAccess per resource and namespace, as several
+	// stores often share both: accessKey → func() error.
+	access sync.Map
+}
+
+type accessKey struct {
+	resource  schema.GroupResource
+	namespace string
 }
 
 // NewClusterSource returns a Source for the API server cfg points at. It does
@@ -95,23 +104,41 @@ func (c *ClusterSource) Bind(ctx context.Context, key Key) (Binding, error) {
 	return Binding{ListerWatcher: lw, Resource: gr}, nil
 }
 
+// checkAccess asks the API server, once per resource and namespace, whether
+// the app may list and watch gr there.
 func (c *ClusterSource) checkAccess(ctx context.Context, gr schema.GroupResource, namespace string) error {
-	denied := &AccessError{Resource: gr.String(), Namespace: namespace}
-	var errs []error
-	for _, verb := range []string{"list", "watch"} {
-		review := &authorizationv1.SelfSubjectAccessReview{
-			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: namespace, Verb: verb, Group: gr.Group, Resource: gr.Resource,
-			}},
-		}
-		switch err := c.client.Create(ctx, review); {
-		case err != nil:
-			errs = append(errs, fmt.Errorf("check %s access to %s: %w", verb, gr, err))
-		case !review.Status.Allowed:
-			denied.Verbs = append(denied.Verbs, verb)
-			if denied.Reason == "" {
-				denied.Reason = review.Status.Reason
+	check, _ := c.access.LoadOrStore(accessKey{gr, namespace}, sync.OnceValue(func() error {
+		return c.reviewAccess(ctx, gr, namespace)
+	}))
+	return check.(func() error)()
+}
+
+func (c *ClusterSource) reviewAccess(ctx context.Context, gr schema.GroupResource, namespace string) error {
+	verbs := []string{"list", "watch"}
+	allowed := make([]bool, len(verbs))
+	reasons := make([]string, len(verbs))
+	errs := make([]error, len(verbs))
+	var wg sync.WaitGroup
+	for i, verb := range verbs {
+		wg.Go(func() {
+			review := &authorizationv1.SelfSubjectAccessReview{
+				Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+					Namespace: namespace, Verb: verb, Group: gr.Group, Resource: gr.Resource,
+				}},
 			}
+			if err := c.client.Create(ctx, review); err != nil {
+				errs[i] = fmt.Errorf("check %s access to %s: %w", verb, gr, err)
+				return
+			}
+			allowed[i], reasons[i] = review.Status.Allowed, review.Status.Reason
+		})
+	}
+	wg.Wait()
+	denied := &AccessError{Resource: gr.String(), Namespace: namespace}
+	for i, verb := range verbs {
+		if errs[i] == nil && !allowed[i] {
+			denied.Verbs = append(denied.Verbs, verb)
+			denied.Reason = cmp.Or(denied.Reason, reasons[i])
 		}
 	}
 	if len(denied.Verbs) > 0 {
