@@ -82,7 +82,7 @@ type childParams struct {
 // childResult is what one child measured.
 type childResult struct {
 	Informers   int                      `json:"informers"` // as the system counts them
-	Requests    apiRequests              `json:"requests"`  // from its start to its initial reconciles done
+	Requests    testenv.APIRequests      `json:"requests"`  // from its start to its initial reconciles done
 	Build       time.Duration            `json:"build"`     // constructing the system
 	Synced      time.Duration            `json:"synced"`    // start until every store synced
 	Ready       time.Duration            `json:"ready"`     // start until every controller reconciled once
@@ -242,7 +242,7 @@ func measure(ctx context.Context, p childParams) (*childResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	res.Requests = after.minus(before)
+	res.Requests = after.Minus(before)
 	if res.Details, err = sys.details(ctx); err != nil {
 		return nil, err
 	}
@@ -374,7 +374,7 @@ func spawn(b *testing.B, p childParams) *childResult {
 
 // waitIdle waits until the API server has closed the watches of earlier
 // children, so the next one's counts start from a quiet server.
-func waitIdle(b *testing.B, rc rest.Interface, idle apiRequests) {
+func waitIdle(b *testing.B, rc rest.Interface, idle testenv.APIRequests) {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(b.Context(), time.Minute)
 	defer cancel()

@@ -82,7 +82,7 @@ func TestStoresAreSharedBySpec(t *testing.T) {
 
 	// Each informer opens one watch; it gets its initial list either from a
 	// LIST or, with client-go's streaming lists, from that watch.
-	var after apiRequests
+	var after testenv.APIRequests
 	require.Eventually(t, func() bool {
 		after = scrapeRequests(t, cfg, "configmaps")
 		return after.OpenWatches-before.OpenWatches >= 2
