@@ -25,19 +25,11 @@ import (
 
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/fxstore/fxstoretest"
+	"github.com/fxkube/fxkube/internal/testenv"
 	"github.com/fxkube/fxkube/lifecycle"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// runnable is a manager.Runnable whose Start runs fn.
-type runnable func(ctx context.Context) error
-
-func (f runnable) Start(ctx context.Context) error { return f(ctx) }
-
-func provideRunnable(r manager.Runnable) fx.Option {
-	return fx.Provide(fx.Annotate(func() manager.Runnable { return r }, fx.ResultTags(`group:"`+lifecycle.RunnablesGroup+`"`)))
-}
 
 // testApp is an app on an in-memory source, with probes on a free port.
 type testApp struct {
@@ -52,7 +44,7 @@ func newTestApp(t *testing.T, cfg lifecycle.Config, opts ...fx.Option) *testApp 
 	core, logs := observer.New(zap.InfoLevel)
 	ta := &testApp{logs: logs}
 	if cfg.HealthProbeBindAddress == "" {
-		ta.probes = freeAddr(t)
+		ta.probes = testenv.LoopbackAddr(t)
 		cfg.HealthProbeBindAddress = ta.probes
 	}
 	if cfg.MetricsBindAddress == "" {
@@ -72,14 +64,6 @@ func newTestApp(t *testing.T, cfg lifecycle.Config, opts ...fx.Option) *testApp 
 		fx.Options(opts...),
 	)
 	return ta
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 func probe(t *testing.T, addr, path string) int {
@@ -105,7 +89,7 @@ func TestRunnablesStartOnlyAfterEveryStoreSynced(t *testing.T) {
 			cms, err = fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{})
 			return err
 		}),
-		provideRunnable(runnable(func(ctx context.Context) error {
+		lifecycle.Runnables(manager.RunnableFunc(func(ctx context.Context) error {
 			_, err := cms.Get("a", "x")
 			sawSynced.Store(err == nil)
 			close(started)
@@ -139,7 +123,7 @@ func TestReadinessTurnsOffWhenStopBegins(t *testing.T) {
 	var ta *testApp
 	stopping := make(chan int, 1)
 	ta = newTestApp(t, lifecycle.Config{},
-		provideRunnable(runnable(func(ctx context.Context) error {
+		lifecycle.Runnables(manager.RunnableFunc(func(ctx context.Context) error {
 			<-ctx.Done()
 			// Runnables stop first; by then /readyz must already say no.
 			stopping <- probe(t, ta.probes, "/readyz")
@@ -170,7 +154,7 @@ func TestSyncTimeoutNamesTheStore(t *testing.T) {
 
 func TestFailingRunnableStopsTheApp(t *testing.T) {
 	ta := newTestApp(t, lifecycle.Config{},
-		provideRunnable(runnable(func(context.Context) error { return errors.New("boom") })),
+		lifecycle.Runnables(manager.RunnableFunc(func(context.Context) error { return errors.New("boom") })),
 	)
 	ta.app.RequireStart()
 	select {
@@ -187,7 +171,7 @@ func TestStopIsBoundedByStopTimeout(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	ta := newTestApp(t, lifecycle.Config{StopTimeout: 100 * time.Millisecond},
-		provideRunnable(runnable(func(context.Context) error {
+		lifecycle.Runnables(manager.RunnableFunc(func(context.Context) error {
 			<-release // ignores its context
 			return nil
 		})),

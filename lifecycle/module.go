@@ -28,6 +28,17 @@ import (
 // fxcontroller adds its controllers to it.
 const RunnablesGroup = "fxkube.runnables"
 
+// Runnables adds runnables to those the lifecycle starts after every store
+// has synced and stops first, as it does controllers. Use
+// manager.RunnableFunc for a function.
+func Runnables(runnables ...manager.Runnable) fx.Option {
+	opts := make([]fx.Option, len(runnables))
+	for i, rn := range runnables {
+		opts[i] = fx.Provide(fx.Annotate(func() manager.Runnable { return rn }, fx.ResultTags(`group:"`+RunnablesGroup+`"`)))
+	}
+	return fx.Options(opts...)
+}
+
 // Module runs the app's stores and runnables with fx's lifecycle. It needs
 // fxstore.Module in the graph, and takes an optional Config and *zap.Logger.
 // Stores are bound to the API server a *rest.Config points at, unless the

@@ -74,7 +74,7 @@ func TestBinaryExitsZeroOnSIGTERM(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	probes := freeAddr(t)
+	probes := testenv.LoopbackAddr(t)
 	var logs bytes.Buffer
 	run := exec.Command(bin, "run", "--kubeconfig", testenv.KubeconfigPath(t),
 		"--metrics-bind-address", "0", "--health-probe-bind-address", probes, "--stop-timeout", "10s",

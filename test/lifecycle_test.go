@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -33,15 +32,6 @@ import (
 	"github.com/fxkube/fxkube/internal/testenv"
 	"github.com/fxkube/fxkube/lifecycle"
 )
-
-// runnable is a manager.Runnable whose Start runs fn.
-type runnable func(ctx context.Context) error
-
-func (f runnable) Start(ctx context.Context) error { return f(ctx) }
-
-func provideRunnable(r manager.Runnable) fx.Option {
-	return fx.Provide(fx.Annotate(func() manager.Runnable { return r }, fx.ResultTags(`group:"`+lifecycle.RunnablesGroup+`"`)))
-}
 
 func storeOf[T fxstoreObject](spec fxstore.Spec, into **fxstore.Store[T]) fx.Option {
 	return fx.Invoke(func(r *fxstore.Registry) (err error) {
@@ -127,14 +117,6 @@ func TestSyncTimeoutNamesStoreAndLastError(t *testing.T) {
 	assert.NotContains(t, msg, "ConfigMap")
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 func status(addr, path string) int {
 	resp, err := http.Get("http://" + addr + path)
 	if err != nil {
@@ -170,11 +152,11 @@ func TestReadinessAcrossStartAndStop(t *testing.T) {
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
 		return slowTransport{rt, "secrets", time.Second}
 	}
-	probes := freeAddr(t)
+	probes := testenv.LoopbackAddr(t)
 	var duringStop atomic.Int32
 	app := newApp(t, cfg, lifecycle.Config{HealthProbeBindAddress: probes},
 		storeOf[*corev1.Secret](fxstore.Spec{}, nil),
-		provideRunnable(runnable(func(ctx context.Context) error {
+		lifecycle.Runnables(manager.RunnableFunc(func(ctx context.Context) error {
 			<-ctx.Done()
 			duringStop.Store(int32(status(probes, "/readyz")))
 			return nil
@@ -210,7 +192,7 @@ func TestLeaderElectionHandsOver(t *testing.T) {
 		le.Identity = id
 		r.app = newApp(t, testenv.Config(t), lifecycle.Config{LeaderElection: le},
 			storeOf[*corev1.ConfigMap](fxstore.Spec{}, &r.store),
-			provideRunnable(runnable(func(ctx context.Context) error {
+			lifecycle.Runnables(manager.RunnableFunc(func(ctx context.Context) error {
 				r.running.Store(true)
 				<-ctx.Done()
 				r.running.Store(false)

@@ -106,6 +106,16 @@ func (r *Running) Stop() error {
 	return errors.Join(r.env.Stop(), os.RemoveAll(r.certDir))
 }
 
+// LoopbackAddr returns a 127.0.0.1 address whose port was free, for a test
+// server.
+func LoopbackAddr() (string, error) {
+	ports, err := loopbackPorts(1)
+	if err != nil {
+		return "", err
+	}
+	return net.JoinHostPort("127.0.0.1", ports[0]), nil
+}
+
 // loopbackPorts returns n distinct ports that were free on 127.0.0.1. They
 // are held open together so that the kernel hands out distinct ones.
 func loopbackPorts(n int) ([]string, error) {

@@ -68,6 +68,17 @@ func User(tb testing.TB, name string, groups ...string) *rest.Config {
 	return cfg
 }
 
+// LoopbackAddr returns a 127.0.0.1 address whose port was free, for a
+// server a test starts (probes, metrics). It needs no control plane.
+func LoopbackAddr(tb testing.TB) string {
+	tb.Helper()
+	addr, err := controlplane.LoopbackAddr()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return addr
+}
+
 // KubeconfigPath returns the path of a kubeconfig file for the admin user of
 // the running control plane, for clients such as kubectl. Tests must not
 // change the file.

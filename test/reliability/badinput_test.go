@@ -335,7 +335,7 @@ func TestBadObjects(t *testing.T) {
 	require.NoError(t, admin.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: target, Name: "taken"}}))
 
 	log, logs := newLogger(t, zap.ErrorLevel)
-	probes := freeAddr(t)
+	probes := testenv.LoopbackAddr(t)
 	a := newExampleApp(t, testenv.Config(t), lifecycle.Config{HealthProbeBindAddress: probes}, log)
 	controllers := []string{"rollout", mirror.ConfigMapsController, mirror.SecretsController}
 	before := gatherMetrics(t)

@@ -122,7 +122,7 @@ func TestCRDDeletedAndRecreated(t *testing.T) {
 	installWidgets(t, admin)
 	createWidget(t, admin, ns, "before")
 
-	metricsAddr, probesAddr := freeAddr(t), freeAddr(t)
+	metricsAddr, probesAddr := testenv.LoopbackAddr(t), testenv.LoopbackAddr(t)
 	log, logs := newLogger(t, zap.WarnLevel)
 	var (
 		registry                *fxstore.Registry

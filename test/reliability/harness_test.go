@@ -3,7 +3,6 @@ package reliability
 import (
 	"bytes"
 	"io"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -101,15 +100,6 @@ func newClient(t *testing.T, cfg *rest.Config) client.Client {
 	c, err := client.New(cfg, client.Options{})
 	require.NoError(t, err)
 	return c
-}
-
-// freeAddr returns an address on 127.0.0.1 that was free.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // metricFamilies are metrics by name.
