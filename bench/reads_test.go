@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fxkube/fxkube/connection"
 	"github.com/fxkube/fxkube/fxstore"
 )
 
@@ -65,9 +66,9 @@ func startReaders(b *testing.B) *readers {
 	fatal(err)
 	r.deployments, err = fxstore.For[*appsv1.Deployment](registry, fxstore.Spec{LabelSelector: everything})
 	fatal(err)
-	src, err := fxstore.NewClusterSource(cfg, clientgoscheme.Scheme)
+	conn, err := connection.New(cfg, clientgoscheme.Scheme)
 	fatal(err)
-	fatal(registry.Start(ctx, src))
+	fatal(registry.Start(ctx, fxstore.NewClusterSource(conn.Client)))
 	stops = append(stops, registry.Stop)
 	fatal(registry.WaitForSync(ctx))
 

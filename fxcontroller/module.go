@@ -3,35 +3,35 @@ package fxcontroller
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"reflect"
 	"slices"
 	"strings"
 
 	"go.uber.org/fx"
 	"go.uber.org/zap"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/fxkube/fxkube/connection"
 	"github.com/fxkube/fxkube/internal/caller"
 )
 
 // Module runs the app's controllers and gives reconcilers what they act
 // with. It provides:
 //
-//   - a controller-runtime client.Client for writes and direct reads, talking
-//     to the API server the app's *rest.Config points at;
+//   - a controller-runtime client.Client for writes and direct reads, the
+//     app's connection.Connection's client, talking to the API server the
+//     app's *rest.Config points at;
 //   - a RecorderProvider whose recorders send events.k8s.io/v1 Events there;
 //   - Controllers, every controller declared with Provide, which it also
 //     hands to the app's lifecycle (see Collect).
 //
-// It needs a *rest.Config and fxstore.Module's *runtime.Scheme, and uses the
-// app's *zap.Logger if there is one. Constructing it does no I/O.
+// It includes connection.Module, so it needs a *rest.Config and
+// fxstore.Module's *runtime.Scheme, and it uses the app's *zap.Logger if
+// there is one. Constructing it does no I/O.
 var Module = fx.Module("fxcontroller",
 	Collect,
-	fx.Provide(fx.Private, newConnection),
+	connection.Module,
 	fx.Provide(newClient, newRecorderProvider),
 )
 
@@ -160,27 +160,6 @@ func collect(p collectParams) (collectResult, error) {
 	return collectResult{Controllers: cs, Runnables: runnables}, nil
 }
 
-// connection is the app's API server and the HTTP client Module's clients
-// share.
-type connection struct {
-	config *rest.Config
-	http   *http.Client
-}
-
-func newConnection(cfg *rest.Config) (connection, error) {
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return connection{}, fmt.Errorf("http client for %s: %w", cfg.Host, err)
-	}
-	return connection{config: cfg, http: hc}, nil
-}
-
-// newClient returns a client that reads from and writes to the API server.
-// Its REST mapper discovers kinds lazily, so it does no I/O until used.
-func newClient(conn connection, scheme *k8sruntime.Scheme) (client.Client, error) {
-	c, err := client.New(conn.config, client.Options{HTTPClient: conn.http, Scheme: scheme})
-	if err != nil {
-		return nil, fmt.Errorf("client for %s: %w", conn.config.Host, err)
-	}
-	return c, nil
-}
+// newClient returns the app's direct client: it reads from and writes to the
+// API server.
+func newClient(conn *connection.Connection) client.Client { return conn.Client }

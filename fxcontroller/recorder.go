@@ -13,6 +13,8 @@ import (
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"github.com/fxkube/fxkube/connection"
 )
 
 // RecorderProvider gives each controller its event recorder. It is
@@ -30,15 +32,15 @@ type recorderParams struct {
 	fx.In
 
 	Lifecycle fx.Lifecycle
-	Conn      connection
+	Conn      *connection.Connection
 	Scheme    *k8sruntime.Scheme
 	Logger    *zap.Logger `optional:"true"`
 }
 
 func newRecorderProvider(p recorderParams) (RecorderProvider, error) {
-	c, err := eventsv1client.NewForConfigAndClient(p.Conn.config, p.Conn.http)
+	c, err := eventsv1client.NewForConfigAndClient(p.Conn.Config, p.Conn.HTTPClient)
 	if err != nil {
-		return nil, fmt.Errorf("events client for %s: %w", p.Conn.config.Host, err)
+		return nil, fmt.Errorf("events client for %s: %w", p.Conn.Config.Host, err)
 	}
 	log := zap.NewNop()
 	if p.Logger != nil {

@@ -11,11 +11,8 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
 
 // ErrKindNotServed is wrapped by Bind's error when the API server does not
@@ -61,24 +58,13 @@ type accessKey struct {
 	namespace string
 }
 
-// NewClusterSource returns a Source for the API server cfg points at. It does
-// no I/O.
-func NewClusterSource(cfg *rest.Config, scheme *k8sruntime.Scheme) (*ClusterSource, error) {
-	httpClient, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("http client: %w", err)
-	}
-	mapper, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
-	if err != nil {
-		return nil, fmt.Errorf("rest mapper: %w", err)
-	}
-	c, err := client.NewWithWatch(cfg, client.Options{HTTPClient: httpClient, Scheme: scheme, Mapper: mapper})
-	if err != nil {
-		return nil, fmt.Errorf("client: %w", err)
-	}
+// NewClusterSource returns a Source listing and watching through c, which
+// talks to the API server directly (such as connection.Connection's Client).
+// It does no I/O.
+func NewClusterSource(c client.WithWatch) *ClusterSource {
 	src := &ClusterSource{client: c}
 	src.user = sync.OnceValue(src.whoAmI)
-	return src, nil
+	return src
 }
 
 // Bind implements Source.

@@ -34,6 +34,8 @@ type entry struct {
 	startedAt  time.Time
 	indexFuncs map[string]uintptr
 
+	late     bool // set before the store starts
+
 	synced   atomic.Bool
 	syncedCh chan struct{}
 	received atomic.Int64
@@ -107,6 +109,21 @@ func (e *entry) bind(b Binding, now time.Time) {
 	e.startedAt = now
 }
 
+// bindFailed records that the store could not be bound to its source, and
+// so will never sync.
+func (e *entry) bindFailed(err error) {
+	e.mu.Lock()
+	e.lastErr = &bindError{err}
+	e.mu.Unlock()
+	e.registry.log.Error("store cannot start", zap.Stringer("store", e.key), zap.Error(err))
+}
+
+// bindError is why a store could not be bound: it is permanent.
+type bindError struct{ err error }
+
+func (e *bindError) Error() string { return e.err.Error() }
+func (e *bindError) Unwrap() error { return e.err }
+
 // awaitSync marks the store synced when the informer's own signal fires.
 func (e *entry) awaitSync(ctx context.Context) {
 	select {
@@ -175,6 +192,7 @@ func (e *entry) info() StoreInfo {
 		Key:       e.key,
 		Consumers: slices.Clone(e.consumers),
 		Indexes:   indexes,
+		Late:      e.late,
 		Status: StoreStatus{
 			Synced:       e.synced.Load(),
 			SyncDuration: e.syncedIn,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sync"
@@ -35,6 +36,16 @@ type Registry struct {
 	order    []*entry // in request order, for stable output
 	requests int
 	started  bool
+	stopped  bool
+	// synced is set once WaitForSync first succeeds: stores requested
+	// afterwards are started late.
+	synced bool
+	// src and runCtx start stores requested after Start.
+	src    Source
+	runCtx context.Context
+	// delays are what WaitForSync waits for besides stores, by name.
+	delays  map[int]string
+	delayID int
 
 	// changed is closed, and replaced, whenever a store syncs or reports a
 	// list/watch error, so WaitForSync never polls.
@@ -91,12 +102,15 @@ type index struct {
 // WithIndex declares a named index on the store: fn returns the values an
 // object is found under by Store.ByIndex. Requests for one store that declare
 // the same index name must pass the same function.
+//
+// T is the store's object type, or an interface it implements, such as
+// client.Object.
 func WithIndex[T client.Object](name string, fn func(T) []string) Option {
 	return optionFunc(func(r *request) {
 		r.indexes = append(r.indexes, index{
 			name:   name,
 			objTyp: reflect.TypeFor[T](),
-			fnPtr:  reflect.ValueOf(fn).Pointer(),
+			fnPtr:  fnPtr(fn),
 			fn: func(obj any) ([]string, error) {
 				t, ok := obj.(T)
 				if !ok {
@@ -108,6 +122,58 @@ func WithIndex[T client.Object](name string, fn func(T) []string) Option {
 	})
 }
 
+// WithFieldIndex declares an index of the store by field, with
+// controller-runtime's semantics (client.FieldIndexer): extract returns the
+// values an object is found under, and Store.ByField finds objects by value,
+// in one namespace or in all. The index is named FieldIndexName(field).
+// Requests for one store that index the same field must pass the same
+// function.
+func WithFieldIndex(field string, extract client.IndexerFunc) Option {
+	return optionFunc(func(r *request) {
+		r.indexes = append(r.indexes, index{
+			name:   FieldIndexName(field),
+			objTyp: reflect.TypeFor[client.Object](),
+			fnPtr:  fnPtr(extract),
+			fn: func(obj any) ([]string, error) {
+				o, ok := obj.(client.Object)
+				if !ok {
+					return nil, nil
+				}
+				values := extract(o)
+				ns := o.GetNamespace()
+				if ns == "" {
+					out := make([]string, len(values))
+					for i, v := range values {
+						out[i] = namespacedValue("", v)
+					}
+					return out, nil
+				}
+				// Each value is found in its namespace and in all of them.
+				out := make([]string, 2*len(values))
+				for i, v := range values {
+					out[i] = namespacedValue(ns, v)
+					out[len(values)+i] = namespacedValue("", v)
+				}
+				return out, nil
+			},
+		})
+	})
+}
+
+// FieldIndexName is the name of the index WithFieldIndex declares for field,
+// the name controller-runtime's cache gives it.
+func FieldIndexName(field string) string { return "field:" + field }
+
+// namespacedValue is how a field index stores value for an object in
+// namespace ns, or in any namespace when ns is empty, as controller-runtime's
+// cache does.
+func namespacedValue(ns, value string) string {
+	if ns == "" {
+		ns = "__all_namespaces"
+	}
+	return ns + "/" + value
+}
+
 // WithConsumer names who asks for the store, for describe and metrics.
 // Defaults to the function that called For, such as "rollout.newController".
 func WithConsumer(name string) Option {
@@ -117,6 +183,9 @@ func WithConsumer(name string) Option {
 // For returns the store of T objects matching spec, registering it on first
 // request. Every request for an equivalent spec returns a store backed by the
 // same informer. For does no I/O: the store fills once the registry starts.
+// A store first requested after the registry has started is started at once,
+// in the background, through the same checks as at Start ("started late");
+// wait for it with Registry.WaitForStore.
 //
 // T is a pointer to a Go type registered in the registry's scheme, or
 // *unstructured.Unstructured or *metav1.PartialObjectMetadata, for which
@@ -133,6 +202,25 @@ func For[T client.Object](r *Registry, spec Spec, opts ...Option) (*Store[T], er
 	return &Store[T]{e: e}, nil
 }
 
+// ForObject is For for a type known only at run time: the store holds
+// objects of example's type (for unstructured and metadata-only stores,
+// spec.Kind names the kind). Adapters such as a controller-runtime cache use
+// it; modules use For.
+func ForObject(r *Registry, example client.Object, spec Spec, opts ...Option) (*Store[client.Object], error) {
+	req := request{consumer: caller.Name(1)}
+	for _, o := range opts {
+		o.apply(&req)
+	}
+	if example == nil {
+		return nil, errors.New("fxstore.ForObject: example object is nil")
+	}
+	e, err := r.register(reflect.TypeOf(example), spec, req)
+	if err != nil {
+		return nil, err
+	}
+	return &Store[client.Object]{e: e}, nil
+}
+
 func (r *Registry) register(typ reflect.Type, spec Spec, req request) (*entry, error) {
 	key, example, err := r.keyFor(typ, spec)
 	if err != nil {
@@ -142,7 +230,7 @@ func (r *Registry) register(typ reflect.Type, spec Spec, req request) (*entry, e
 		if ix.name == "" {
 			return nil, fmt.Errorf("store %s requested by %s: index has no name", key, req.consumer)
 		}
-		if ix.objTyp != typ {
+		if ix.objTyp != typ && (ix.objTyp.Kind() != reflect.Interface || !typ.Implements(ix.objTyp)) {
 			return nil, fmt.Errorf("store %s requested by %s: index %q takes %s but the store holds %s",
 				key, req.consumer, ix.name, ix.objTyp, typ)
 		}
@@ -150,11 +238,11 @@ func (r *Registry) register(typ reflect.Type, spec Spec, req request) (*entry, e
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.stopped {
+		return nil, fmt.Errorf("store %s requested by %s: the registry has stopped", key, req.consumer)
+	}
 	e, ok := r.entries[key]
 	if !ok {
-		if r.started {
-			return nil, fmt.Errorf("store %s requested by %s: the registry has already started; ask for stores in constructors", key, req.consumer)
-		}
 		e = newEntry(key, example, spec.transform(), r)
 	}
 	if err := e.add(spec.transform(), req); err != nil {
@@ -163,9 +251,32 @@ func (r *Registry) register(typ reflect.Type, spec Spec, req request) (*entry, e
 	if !ok {
 		r.entries[key] = e
 		r.order = append(r.order, e)
+		if r.started {
+			e.late = r.synced
+			r.startLate(e)
+		}
 	}
 	r.requests++
 	return e, nil
+}
+
+// startLate binds and runs a store requested after Start. The registry's
+// lock is held.
+func (r *Registry) startLate(e *entry) {
+	if e.late {
+		r.log.Info("store started late", zap.Stringer("store", e.key), zap.Strings("requestedBy", e.consumers))
+	}
+	r.wg.Go(func() {
+		b, err := r.src.Bind(r.runCtx, e.key)
+		if err != nil {
+			e.bindFailed(err)
+			r.signal()
+			return
+		}
+		e.bind(b, time.Now())
+		r.wg.Go(func() { e.awaitSync(r.runCtx) })
+		e.informer.RunWithContext(r.runCtx)
+	})
 }
 
 var (
@@ -212,7 +323,11 @@ type StoreInfo struct {
 	Key       Key
 	Consumers []string // who asked, in request order
 	Indexes   []string // declared index names, sorted
-	Status    StoreStatus
+	// Late reports that the store was first requested after every store
+	// had synced, such as by a reconciler reading a kind nothing watched,
+	// and so was started then.
+	Late   bool
+	Status StoreStatus
 }
 
 // StoreStatus is the state of a store's connection to its source.
@@ -245,14 +360,18 @@ func (r *Registry) Requests() int {
 // binds each store through src, which resolves its kind and checks access;
 // if any store cannot be bound, Start starts nothing and returns an error
 // listing every such store. Start returns without waiting for the stores to
-// sync (see WaitForSync). A registry starts once; Stop ends it.
+// sync (see WaitForSync). Stores requested later start as they are
+// requested. A registry starts once; Stop ends it.
 func (r *Registry) Start(ctx context.Context, src Source) error {
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r.mu.Lock()
 	if r.started {
 		r.mu.Unlock()
+		cancel()
 		return errors.New("fxstore: registry already started")
 	}
 	r.started = true
+	r.cancel, r.src, r.runCtx = cancel, src, runCtx
 	entries := slices.Clone(r.order)
 	r.mu.Unlock()
 
@@ -273,22 +392,32 @@ func (r *Registry) Start(ctx context.Context, src Source) error {
 		return err
 	}
 
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	r.cancel = cancel
 	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return errors.New("fxstore: registry stopped while starting")
+	}
 	for i, e := range entries {
 		e.bind(bindings[i], now)
 		r.wg.Go(func() { e.informer.RunWithContext(runCtx) })
 		r.wg.Go(func() { e.awaitSync(runCtx) })
 	}
-	r.log.Info("stores started", zap.Int("stores", len(entries)), zap.Int("requests", r.Requests()))
+	r.log.Info("stores started", zap.Int("stores", len(entries)), zap.Int("requests", r.requests))
 	return nil
 }
 
+func (r *Registry) isStarted() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.started
+}
+
 // Stop stops every store and waits for their goroutines to end. Stores keep
-// their last contents.
+// their last contents; no store can be requested any more.
 func (r *Registry) Stop() {
 	r.mu.Lock()
+	r.stopped = true
 	cancel := r.cancel
 	r.mu.Unlock()
 	if cancel != nil {
@@ -297,17 +426,66 @@ func (r *Registry) Stop() {
 	r.wg.Wait()
 }
 
-// WaitForSync blocks until every store has synced. It returns early with an
-// error when a store meets a list/watch error that retrying cannot fix (such
-// as forbidden or not found), and when ctx ends before all have synced; the
-// error lists every store not synced and its last list/watch error.
+// Delay makes WaitForSync wait, besides every store, until release is
+// called; name says in WaitForSync's errors what it waits for. The app's
+// lifecycle delays the initial sync while controllers warm up, as some ask
+// for their stores only then. Calling release again does nothing.
+func (r *Registry) Delay(name string) (release func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.delays == nil {
+		r.delays = make(map[int]string)
+	}
+	r.delayID++
+	id := r.delayID
+	r.delays[id] = name
+	return sync.OnceFunc(func() {
+		r.mu.Lock()
+		delete(r.delays, id)
+		r.mu.Unlock()
+		r.signal()
+	})
+}
+
+// WaitForSync blocks until every store has synced and every Delay has been
+// released. It returns early with an error when a store cannot be started or
+// meets a list/watch error that retrying cannot fix (such as forbidden or
+// not found), and when ctx ends first; the error lists every store not
+// synced and its last list/watch error. Once it has succeeded, stores
+// requested later are reported as started late.
 func (r *Registry) WaitForSync(ctx context.Context) error {
+	err := r.waitFor(ctx, nil)
+	if err == nil {
+		r.mu.Lock()
+		r.synced = true
+		r.mu.Unlock()
+	}
+	return err
+}
+
+// WaitForStore blocks until the store with key has synced, failing early as
+// WaitForSync does. Use it for stores requested after Start.
+func (r *Registry) WaitForStore(ctx context.Context, key Key) error {
+	return r.waitFor(ctx, &key)
+}
+
+// waitFor waits for the store with key, or for every store and delay.
+func (r *Registry) waitFor(ctx context.Context, key *Key) error {
 	for {
 		r.mu.Lock()
 		changed := r.changed
+		delays := slices.Sorted(maps.Values(r.delays))
 		r.mu.Unlock()
+		if key != nil {
+			delays = nil
+		}
 		var pending, permanent []error
+		total := 0
 		for _, info := range r.Stores() {
+			if key != nil && info.Key != *key {
+				continue
+			}
+			total++
 			if info.Status.Synced {
 				continue
 			}
@@ -318,15 +496,20 @@ func (r *Registry) WaitForSync(ctx context.Context) error {
 			}
 		}
 		switch {
-		case len(pending) == 0:
-			return nil
 		case len(permanent) > 0:
 			return errors.Join(permanent...)
+		case key != nil && total == 0:
+			return fmt.Errorf("fxstore: no store %s", key)
+		case len(pending) == 0 && len(delays) == 0:
+			return nil
 		}
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return fmt.Errorf("%d of %d stores not synced: %w\n%w", len(pending), len(r.Stores()), ctx.Err(), errors.Join(pending...))
+			for _, d := range delays {
+				pending = append(pending, fmt.Errorf("%s: not done", d))
+			}
+			return fmt.Errorf("%d of %d stores not synced: %w\n%w", len(pending)-len(delays), total, ctx.Err(), errors.Join(pending...))
 		}
 	}
 }
@@ -341,7 +524,8 @@ func notSyncedCause(lastErr error) error {
 // isPermanent reports list/watch errors that client-go would retry forever
 // without success.
 func isPermanent(err error) bool {
-	return err != nil && (apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) ||
+	var bind *bindError
+	return err != nil && (errors.As(err, &bind) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) ||
 		apierrors.IsNotFound(err) || apierrors.IsBadRequest(err) || apierrors.IsMethodNotSupported(err))
 }
 

@@ -342,11 +342,72 @@ func TestStartRejectsUnbindableStores(t *testing.T) {
 	r.Stop()
 }
 
-func TestForAfterStartFails(t *testing.T) {
+func TestForAfterStartStartsLate(t *testing.T) {
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	src := fxstoretest.NewSource(clientgoscheme.Scheme, configMap("a", "x", nil, nil))
+	early, err := fxstore.For[*corev1.Secret](r, fxstore.Spec{})
+	require.NoError(t, err)
+	fxstoretest.Start(t, r, src)
+	require.True(t, early.HasSynced())
+
+	late, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{}, fxstore.WithConsumer("reconciler"))
+	require.NoError(t, err)
+	require.NoError(t, r.WaitForStore(t.Context(), late.Key()))
+	got, err := late.Get("a", "x")
+	require.NoError(t, err)
+	assert.Equal(t, "x", got.Name)
+
+	infos := r.Stores()
+	require.Len(t, infos, 2)
+	assert.False(t, infos[0].Late, "started with the registry")
+	assert.True(t, infos[1].Late, "started after every store had synced")
+	assert.Equal(t, []string{"reconciler"}, infos[1].Consumers)
+
+	again, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{})
+	require.NoError(t, err)
+	assert.Equal(t, late.Key(), again.Key(), "a later request shares the late store")
+	assert.Len(t, r.Stores(), 2)
+}
+
+func TestLateStoreThatCannotBindFailsWaits(t *testing.T) {
 	r := fxstore.NewRegistry(clientgoscheme.Scheme)
 	fxstoretest.Start(t, r, fxstoretest.NewSource(clientgoscheme.Scheme))
+	late, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{FieldSelector: "data.x=1"})
+	require.NoError(t, err)
+	// The failure is permanent: both waits return at once, not at the
+	// context's deadline.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	err = r.WaitForStore(ctx, late.Key())
+	require.ErrorContains(t, err, `store ConfigMap/v1 (all namespaces, fields "data.x=1"): not synced; last list/watch error: fxstoretest: field selector on "data.x"`)
+	require.ErrorContains(t, r.WaitForSync(ctx), `fields "data.x=1"`)
+	require.NoError(t, ctx.Err())
+}
+
+func TestForAfterStopFails(t *testing.T) {
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	require.NoError(t, r.Start(t.Context(), fxstoretest.NewSource(clientgoscheme.Scheme)))
+	r.Stop()
 	_, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{})
-	require.ErrorContains(t, err, "already started; ask for stores in constructors")
+	require.ErrorContains(t, err, "the registry has stopped")
+}
+
+func TestDelayHoldsWaitForSync(t *testing.T) {
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	require.NoError(t, r.Start(t.Context(), fxstoretest.NewSource(clientgoscheme.Scheme)))
+	t.Cleanup(r.Stop)
+	release := r.Delay(`controller "task" warming up`)
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	err := r.WaitForSync(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Contains(t, err.Error(), `controller "task" warming up: not done`)
+
+	done := make(chan error, 1)
+	go func() { done <- r.WaitForSync(t.Context()) }()
+	release()
+	release() // again: nothing
+	require.NoError(t, <-done)
 }
 
 func TestAddToScheme(t *testing.T) {

@@ -117,6 +117,13 @@ func (s *Store[T]) ByIndex(index, value string) ([]T, error) {
 	return filter[T](items, nil), nil
 }
 
+// ByField returns the objects whose field, indexed by a request for this
+// store with WithFieldIndex, has value: in namespace, or in every namespace
+// when namespace is empty.
+func (s *Store[T]) ByField(namespace, field, value string) ([]T, error) {
+	return s.ByIndex(FieldIndexName(field), namespacedValue(namespace, value))
+}
+
 // Count returns how many objects the store holds.
 func (s *Store[T]) Count() (int, error) {
 	if !s.e.synced.Load() {

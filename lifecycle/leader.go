@@ -25,15 +25,16 @@ func (r *runner) elect() error {
 	if le.Namespace == "" || le.Name == "" {
 		return errors.New("leader election needs a lease namespace and name; set --leader-election-namespace")
 	}
-	if r.rest == nil {
-		return errors.New("leader election needs a *rest.Config in the app")
+	conn, err := r.connect()
+	if err != nil {
+		return fmt.Errorf("leader election: %w", err)
 	}
 	id := le.Identity
 	if id == "" {
 		host, _ := os.Hostname()
 		id = host + "_" + string(uuid.NewUUID())
 	}
-	kube, err := kubernetes.NewForConfig(r.rest)
+	kube, err := kubernetes.NewForConfigAndClient(conn.Config, conn.HTTPClient)
 	if err != nil {
 		return fmt.Errorf("leader election client: %w", err)
 	}

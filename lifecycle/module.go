@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/fxkube/fxkube/connection"
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/internal/grace"
 )
@@ -41,9 +42,9 @@ func Runnables(runnables ...manager.Runnable) fx.Option {
 
 // Module runs the app's stores and runnables with fx's lifecycle. It needs
 // fxstore.Module in the graph, and takes an optional Config and *zap.Logger.
-// Stores are bound to the API server a *rest.Config points at, unless the
-// graph holds an fxstore.Source (such as fxstoretest's), which is used
-// instead.
+// Stores are bound to the API server of the app's *connection.Connection
+// (or of a *rest.Config, when the graph has no Connection), unless the graph
+// holds an fxstore.Source (such as fxstoretest's), which is used instead.
 var Module = fx.Module("lifecycle",
 	fx.Invoke(register),
 )
@@ -85,9 +86,10 @@ func orNop(l *zap.Logger) *zap.Logger {
 type Params struct {
 	fx.In
 
-	Config     Config         `optional:"true"`
-	RestConfig *rest.Config   `optional:"true"`
-	Source     fxstore.Source `optional:"true"`
+	Config     Config                 `optional:"true"`
+	Connection *connection.Connection `optional:"true"`
+	RestConfig *rest.Config           `optional:"true"`
+	Source     fxstore.Source         `optional:"true"`
 	Scheme     *k8sruntime.Scheme
 	Registry   *fxstore.Registry
 	Logger     *zap.Logger        `optional:"true"`
@@ -99,6 +101,7 @@ type Params struct {
 func register(p Params) {
 	r := &runner{
 		cfg:        p.Config.withDefaults(),
+		conn:       p.Connection,
 		rest:       p.RestConfig,
 		source:     p.Source,
 		scheme:     p.Scheme,
@@ -113,6 +116,7 @@ func register(p Params) {
 // runner carries out the start and stop contract.
 type runner struct {
 	cfg        Config
+	conn       *connection.Connection // nil until connect, without one in the graph
 	rest       *rest.Config
 	source     fxstore.Source
 	scheme     *k8sruntime.Scheme
@@ -201,14 +205,27 @@ func (r *runner) storeSource() (fxstore.Source, error) {
 	if r.source != nil {
 		return r.source, nil
 	}
-	if r.rest == nil {
-		return nil, errors.New("no *rest.Config in the app to connect stores to an API server; supply one, or an fxstore.Source")
-	}
-	src, err := fxstore.NewClusterSource(r.rest, r.scheme)
+	conn, err := r.connect()
 	if err != nil {
-		return nil, fmt.Errorf("connect stores: %w", err)
+		return nil, err
 	}
-	return src, nil
+	return fxstore.NewClusterSource(conn.Client), nil
+}
+
+// connect returns the app's connection to its API server.
+func (r *runner) connect() (*connection.Connection, error) {
+	if r.conn != nil {
+		return r.conn, nil
+	}
+	if r.rest == nil {
+		return nil, errors.New("no *rest.Config in the app to connect to an API server; supply one, or an fxstore.Source")
+	}
+	conn, err := connection.New(r.rest, r.scheme)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	r.conn = conn
+	return conn, nil
 }
 
 // rollback undoes a start that failed part way.
