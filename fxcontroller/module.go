@@ -117,13 +117,19 @@ type collectParams struct {
 	fx.In
 
 	Controllers []*Controller `group:"fxcontroller.controllers"`
+	Hosted      []*Hosted     `group:"fxcontroller.hosted"`
 	Logger      *zap.Logger   `optional:"true"`
 }
+
+// HostedOperators are the app's operators hosted with SetupWithManager,
+// sorted by name. Collect provides them.
+type HostedOperators []*Hosted
 
 type collectResult struct {
 	fx.Out
 
 	Controllers Controllers
+	Hosted      HostedOperators
 	// The value group lifecycle.RunnablesGroup, which the app's lifecycle
 	// starts.
 	Runnables []manager.Runnable `group:"fxkube.runnables,flatten"`
@@ -147,6 +153,13 @@ func collect(p collectParams) (collectResult, error) {
 				a.name, a.declaredBy, b.declaredBy))
 		}
 	}
+	hosted := slices.SortedFunc(slices.Values(p.Hosted), func(a, b *Hosted) int { return strings.Compare(a.name, b.name) })
+	for i := 1; i < len(hosted); i++ {
+		if a, b := hosted[i-1], hosted[i]; a.name == b.name {
+			errs = append(errs, fmt.Errorf("hosted operator name %q is used by both %s and %s; name them apart with fxcontroller.WithName",
+				a.name, a.info.DeclaredBy, b.info.DeclaredBy))
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return collectResult{}, err
 	}
@@ -157,7 +170,7 @@ func collect(p collectParams) (collectResult, error) {
 		}
 		runnables[i] = c
 	}
-	return collectResult{Controllers: cs, Runnables: runnables}, nil
+	return collectResult{Controllers: cs, Hosted: hosted, Runnables: runnables}, nil
 }
 
 // newClient returns the app's direct client: it reads from and writes to the

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/workqueue"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -33,6 +34,73 @@ type options struct {
 	leaderElection bool
 	logger         *zap.Logger
 	errs           []error
+
+	// For SetupWithManager only.
+	hosted        bool
+	name          string
+	cacheOptions  *crcache.Options
+	clientOptions *client.Options
+}
+
+// notHosted reports that an option of New was given to SetupWithManager.
+func (o *options) notHosted(option string) bool {
+	if o.hosted {
+		o.errs = append(o.errs, fmt.Errorf("%s is an option of fxcontroller.New; a hosted operator configures its controllers with the builder", option))
+	}
+	return o.hosted
+}
+
+// onlyHosted reports that an option of SetupWithManager was given to New.
+func (o *options) onlyHosted(option string) bool {
+	if !o.hosted {
+		o.errs = append(o.errs, fmt.Errorf("%s is an option of fxcontroller.SetupWithManager", option))
+	}
+	return !o.hosted
+}
+
+// WithName names a hosted operator (SetupWithManager), in logs and as the
+// consumer of its stores in describe and metrics. Defaults to the name of
+// its setup function.
+func WithName(name string) Option {
+	return optionFunc(func(o *options) {
+		if o.onlyHosted("WithName") {
+			return
+		}
+		if name == "" {
+			o.errs = append(o.errs, errors.New("WithName: name is empty"))
+			return
+		}
+		o.name = name
+	})
+}
+
+// WithCacheOptions gives a hosted operator (SetupWithManager) the cache
+// options its ctrl.Options.Cache held: ByObject selectors, namespaces and
+// transforms, DefaultNamespaces, DefaultLabelSelector, DefaultFieldSelector,
+// DefaultTransform, DefaultUnsafeDisableDeepCopy, ReaderFailOnMissingInformer.
+// Each kind resolves with them to a store of the app's registry (see
+// fxstore.NewCache). Defaults to every object of every kind read.
+func WithCacheOptions(opts crcache.Options) Option {
+	return optionFunc(func(o *options) {
+		if o.onlyHosted("WithCacheOptions") {
+			return
+		}
+		o.cacheOptions = &opts
+	})
+}
+
+// WithClientOptions gives a hosted operator (SetupWithManager) the client
+// options its ctrl.Options.Client held, such as Cache.DisableFor (kinds read
+// from the API server, not the cache), Cache.Unstructured, DryRun and
+// FieldOwner. Its HTTP client, scheme, mapper and cache reader are the
+// app's.
+func WithClientOptions(opts client.Options) Option {
+	return optionFunc(func(o *options) {
+		if o.onlyHosted("WithClientOptions") {
+			return
+		}
+		o.clientOptions = &opts
+	})
 }
 
 // Watches makes changes to the objects of a secondary store enqueue primary
@@ -45,6 +113,9 @@ type options struct {
 // of its own to the API server.
 func Watches[T client.Object](store *fxstore.Store[T], h handler.EventHandler, predicates ...predicate.Predicate) Option {
 	return optionFunc(func(o *options) {
+		if o.notHosted("Watches") {
+			return
+		}
 		switch {
 		case store == nil:
 			o.errs = append(o.errs, errors.New("Watches: store is nil; pass the store fxstore.For returned (check its error)"))
@@ -61,7 +132,11 @@ func Watches[T client.Object](store *fxstore.Store[T], h handler.EventHandler, p
 // predicate.GenerationChangedPredicate{} to skip status-only updates.
 // Defaults to no filter.
 func WithPredicates(predicates ...predicate.Predicate) Option {
-	return optionFunc(func(o *options) { o.predicates = append(o.predicates, predicates...) })
+	return optionFunc(func(o *options) {
+		if !o.notHosted("WithPredicates") {
+			o.predicates = append(o.predicates, predicates...)
+		}
+	})
 }
 
 // WithMaxConcurrentReconciles sets how many requests are reconciled at once.
@@ -81,6 +156,9 @@ func WithMaxConcurrentReconciles(n int) Option {
 // to 1000s.
 func WithRateLimiter(l workqueue.TypedRateLimiter[reconcile.Request]) Option {
 	return optionFunc(func(o *options) {
+		if o.notHosted("WithRateLimiter") {
+			return
+		}
 		if l == nil {
 			o.errs = append(o.errs, errors.New("WithRateLimiter: rate limiter is nil"))
 			return

@@ -9,9 +9,12 @@ import (
 	"github.com/go-logr/zapr"
 	"go.uber.org/fx"
 	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/fxkube/fxkube/connection"
@@ -42,11 +45,15 @@ func newRecorderProvider(p recorderParams) (RecorderProvider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("events client for %s: %w", p.Conn.Config.Host, err)
 	}
+	core, err := corev1client.NewForConfigAndClient(p.Conn.Config, p.Conn.HTTPClient)
+	if err != nil {
+		return nil, fmt.Errorf("events client for %s: %w", p.Conn.Config.Host, err)
+	}
 	log := zap.NewNop()
 	if p.Logger != nil {
 		log = p.Logger.Named("events")
 	}
-	b := newBroadcasting(&events.EventSinkImpl{Interface: c}, p.Scheme, zapr.NewLogger(log))
+	b := newBroadcasting(&events.EventSinkImpl{Interface: c}, &corev1client.EventSinkImpl{Interface: core.Events("")}, p.Scheme, zapr.NewLogger(log))
 	p.Lifecycle.Append(fx.StartStopHook(b.start, b.stop))
 	return b, nil
 }
@@ -56,18 +63,22 @@ func newRecorderProvider(p recorderParams) (RecorderProvider, error) {
 // controller-runtime's manager does. Events recorded while it is not running
 // are dropped.
 type broadcasting struct {
-	sink   events.EventSink
-	scheme *k8sruntime.Scheme
-	log    logr.Logger
+	sink     events.EventSink
+	coreSink record.EventSink // nil: no core/v1 events
+	scheme   *k8sruntime.Scheme
+	log      logr.Logger
 
 	mu          sync.RWMutex
 	broadcaster events.EventBroadcaster // nil unless running
+	core        record.EventBroadcaster // of core/v1 Events, with broadcaster
 	cancel      context.CancelFunc
 	stopLogging func()
 }
 
-func newBroadcasting(sink events.EventSink, scheme *k8sruntime.Scheme, log logr.Logger) *broadcasting {
-	return &broadcasting{sink: sink, scheme: scheme, log: log}
+var _ recorder.Provider = (*broadcasting)(nil)
+
+func newBroadcasting(sink events.EventSink, coreSink record.EventSink, scheme *k8sruntime.Scheme, log logr.Logger) *broadcasting {
+	return &broadcasting{sink: sink, coreSink: coreSink, scheme: scheme, log: log}
 }
 
 func (b *broadcasting) start() error {
@@ -90,6 +101,10 @@ func (b *broadcasting) start() error {
 		return fmt.Errorf("start logging events: %w", err)
 	}
 	b.broadcaster, b.cancel, b.stopLogging = broadcaster, cancel, stopLogging
+	if b.coreSink != nil {
+		b.core = record.NewBroadcaster(record.WithContext(ctx))
+		b.core.StartRecordingToSink(b.coreSink)
+	}
 	return nil
 }
 
@@ -102,9 +117,64 @@ func (b *broadcasting) stop() {
 		return
 	}
 	b.broadcaster.Shutdown()
+	if b.core != nil {
+		b.core.Shutdown()
+	}
 	b.stopLogging()
 	b.cancel()
-	b.broadcaster = nil
+	b.broadcaster, b.core = nil, nil
+}
+
+// GetEventRecorderFor implements recorder.Provider: it returns a recorder of
+// core/v1 Events from component name, the deprecated API kubebuilder
+// projects still use.
+//
+// Deprecated: use GetEventRecorder, as controller-runtime says.
+func (b *broadcasting) GetEventRecorderFor(name string) record.EventRecorder {
+	return &lazyCoreRecorder{b: b, name: name}
+}
+
+// lazyCoreRecorder records through the core/v1 broadcaster running when an
+// event comes.
+type lazyCoreRecorder struct {
+	b    *broadcasting
+	name string
+
+	mu  sync.Mutex
+	of  record.EventBroadcaster
+	rec record.EventRecorderLogger
+}
+
+func (r *lazyCoreRecorder) with(fn func(record.EventRecorderLogger)) {
+	r.b.mu.RLock()
+	defer r.b.mu.RUnlock()
+	if r.b.core == nil {
+		return
+	}
+	r.mu.Lock()
+	if r.of != r.b.core {
+		r.of, r.rec = r.b.core, r.b.core.NewRecorder(r.b.scheme, corev1.EventSource{Component: r.name})
+	}
+	rec := r.rec
+	r.mu.Unlock()
+	fn(rec)
+}
+
+// Event implements record.EventRecorder.
+func (r *lazyCoreRecorder) Event(obj k8sruntime.Object, eventtype, reason, message string) {
+	r.with(func(rec record.EventRecorderLogger) { rec.Event(obj, eventtype, reason, message) })
+}
+
+// Eventf implements record.EventRecorder.
+func (r *lazyCoreRecorder) Eventf(obj k8sruntime.Object, eventtype, reason, format string, args ...any) {
+	r.with(func(rec record.EventRecorderLogger) { rec.Eventf(obj, eventtype, reason, format, args...) })
+}
+
+// AnnotatedEventf implements record.EventRecorder.
+func (r *lazyCoreRecorder) AnnotatedEventf(obj k8sruntime.Object, annotations map[string]string, eventtype, reason, format string, args ...any) {
+	r.with(func(rec record.EventRecorderLogger) {
+		rec.AnnotatedEventf(obj, annotations, eventtype, reason, format, args...)
+	})
 }
 
 // GetEventRecorder implements RecorderProvider.

@@ -34,7 +34,7 @@ type entry struct {
 	startedAt  time.Time
 	indexFuncs map[string]uintptr
 
-	late     bool // set before the store starts
+	late bool // set before the store starts
 
 	synced   atomic.Bool
 	syncedCh chan struct{}

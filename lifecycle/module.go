@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -28,6 +29,40 @@ import (
 // manager.LeaderElectionRunnable and returns false) and stops first.
 // fxcontroller adds its controllers to it.
 const RunnablesGroup = "fxkube.runnables"
+
+// WarmupRunnable is a runnable that starts part of its work before the app
+// starts runnables: lifecycle calls Warmup once every store has started,
+// on every replica, and waits for it, with every store's sync, before it
+// takes leadership and starts runnables. controller-runtime's controllers
+// with EnableWarmup are WarmupRunnables (its manager's warmup contract):
+// they start their sources, and so ask for their stores, then.
+type WarmupRunnable interface {
+	Warmup(ctx context.Context) error
+}
+
+// ChecksGroup is the fx value group of Checks that lifecycle serves on its
+// probe endpoints.
+const ChecksGroup = "fxkube.checks"
+
+// Check is a named health or readiness check served on the app's probe
+// endpoints, as a controller-runtime manager's AddHealthzCheck and
+// AddReadyzCheck serve theirs: /healthz (or /readyz) fails while any of its
+// checks fails, and /healthz/<name> (/readyz/<name>) runs one.
+type Check struct {
+	Name    string
+	Checker healthz.Checker
+	// Readiness puts the check on /readyz instead of /healthz.
+	Readiness bool
+}
+
+// Checks adds checks to the app's probe endpoints.
+func Checks(checks ...Check) fx.Option {
+	opts := make([]fx.Option, len(checks))
+	for i, c := range checks {
+		opts[i] = fx.Supply(fx.Annotated{Group: ChecksGroup, Target: c})
+	}
+	return fx.Options(opts...)
+}
 
 // Runnables adds runnables to those the lifecycle starts after every store
 // has synced and stops first, as it does controllers. Use
@@ -94,6 +129,7 @@ type Params struct {
 	Registry   *fxstore.Registry
 	Logger     *zap.Logger        `optional:"true"`
 	Runnables  []manager.Runnable `group:"fxkube.runnables"`
+	Checks     []Check            `group:"fxkube.checks"`
 	Lifecycle  fx.Lifecycle
 	Shutdowner fx.Shutdowner
 }
@@ -108,6 +144,7 @@ func register(p Params) {
 		registry:   p.Registry,
 		log:        orNop(p.Logger).Named("lifecycle"),
 		runnables:  p.Runnables,
+		checks:     p.Checks,
 		shutdowner: p.Shutdowner,
 	}
 	p.Lifecycle.Append(fx.Hook{OnStart: r.start, OnStop: r.stop})
@@ -123,6 +160,7 @@ type runner struct {
 	registry   *fxstore.Registry
 	log        *zap.Logger
 	runnables  []manager.Runnable
+	checks     []Check
 	shutdowner fx.Shutdowner
 
 	state   atomic.Value // a state
@@ -157,11 +195,16 @@ const (
 func (r *runner) start(ctx context.Context) (err error) {
 	r.state.Store(starting)
 	begin := time.Now()
-	if r.servers, err = serve(r.cfg, r.readiness, r.log); err != nil {
+	if r.servers, err = serve(r.cfg, r.readiness, r.checks, r.log); err != nil {
 		return err
 	}
 	defer func() {
 		if err != nil {
+			if r.cancelRun != nil {
+				// Only warm-ups run yet, and they end with their context.
+				r.cancelRun()
+				r.runnablesDone.Wait()
+			}
 			r.rollback()
 		}
 	}()
@@ -172,10 +215,12 @@ func (r *runner) start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	stores := len(r.registry.Stores())
 	if err := r.registry.Start(ctx, src); err != nil {
 		return fmt.Errorf("start stores:\n%w", err)
 	}
+	r.graceCtx, r.endGrace = context.WithCancel(context.Background())
+	r.runCtx, r.cancelRun = context.WithCancel(grace.With(context.Background(), r.graceCtx))
+	warmups := r.warmUp()
 	syncCtx, cancel := context.WithTimeout(ctx, r.cfg.SyncTimeout)
 	defer cancel()
 	if err := r.registry.WaitForSync(syncCtx); err != nil {
@@ -184,10 +229,10 @@ func (r *runner) start(ctx context.Context) (err error) {
 		}
 		return fmt.Errorf("sync stores:\n%w", err)
 	}
-	r.log.Info("all stores synced", zap.Int("stores", stores), zap.Duration("took", time.Since(begin)))
-
-	r.graceCtx, r.endGrace = context.WithCancel(context.Background())
-	r.runCtx, r.cancelRun = context.WithCancel(grace.With(context.Background(), r.graceCtx))
+	if err := warmups(); err != nil {
+		return err
+	}
+	r.log.Info("all stores synced", zap.Int("stores", len(r.registry.Stores())), zap.Duration("took", time.Since(begin)))
 	if r.cfg.LeaderElection.Enabled {
 		if err := r.elect(); err != nil {
 			return err
@@ -226,6 +271,38 @@ func (r *runner) connect() (*connection.Connection, error) {
 	}
 	r.conn = conn
 	return conn, nil
+}
+
+// warmUp warms up, in the background, the runnables that implement
+// manager.WarmupRunnable, such as hosted controller-runtime controllers,
+// which ask for their stores only as they start their sources: the
+// registry's WaitForSync waits for them too. The returned function reports
+// their errors once WaitForSync has returned.
+func (r *runner) warmUp() func() error {
+	var (
+		mu   sync.Mutex
+		errs []error
+	)
+	for _, rn := range r.runnables {
+		w, ok := rn.(WarmupRunnable)
+		if !ok {
+			continue
+		}
+		release := r.registry.Delay(fmt.Sprintf("%s: warming up", describe(rn)))
+		r.runnablesDone.Go(func() {
+			defer release()
+			if err := w.Warmup(r.runCtx); err != nil && r.runCtx.Err() == nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("warm up %s: %w", describe(rn), err))
+				mu.Unlock()
+			}
+		})
+	}
+	return func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		return errors.Join(errs...)
+	}
 }
 
 // rollback undoes a start that failed part way.

@@ -23,11 +23,11 @@ type servers struct {
 
 // serve starts the probe and metrics servers. Listening happens before serve
 // returns, so a taken port fails start at once.
-func serve(cfg Config, readiness func() error, log *zap.Logger) (*servers, error) {
+func serve(cfg Config, readiness func() error, checks []Check, log *zap.Logger) (*servers, error) {
 	s := &servers{log: log}
 	probes := http.NewServeMux()
-	probes.Handle("/healthz", probe(func() error { return nil }))
-	probes.Handle("/readyz", probe(readiness))
+	probes.Handle("/healthz", probe(withChecks(func() error { return nil }, checks, false)))
+	probes.Handle("/readyz", probe(withChecks(readiness, checks, true)))
 	metricsMux := http.NewServeMux()
 	metricsMux.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}))
 
@@ -58,13 +58,35 @@ func serve(cfg Config, readiness func() error, log *zap.Logger) (*servers, error
 	return s, nil
 }
 
+// withChecks returns a check that passes when base and every check of the
+// readiness kind given do, naming the first that fails.
+func withChecks(base func() error, checks []Check, readiness bool) func(*http.Request) error {
+	var mine []Check
+	for _, c := range checks {
+		if c.Readiness == readiness {
+			mine = append(mine, c)
+		}
+	}
+	return func(req *http.Request) error {
+		if err := base(); err != nil {
+			return err
+		}
+		for _, c := range mine {
+			if err := c.Checker(req); err != nil {
+				return fmt.Errorf("check %q failed: %w", c.Name, err)
+			}
+		}
+		return nil
+	}
+}
+
 // probe answers 200 "ok" when check passes, else 503 with the reason, as
 // Kubernetes probes expect.
-func probe(check func() error) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+func probe(check func(*http.Request) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
-		if err := check(); err != nil {
+		if err := check(req); err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = fmt.Fprintln(w, err)
 			return

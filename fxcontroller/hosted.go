@@ -1,0 +1,400 @@
+package fxcontroller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/zapr"
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/api/meta"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
+
+	"github.com/fxkube/fxkube/connection"
+	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/lifecycle"
+)
+
+// SetupWithManager hosts an existing controller-runtime operator in the
+// app: setup, such as the body of a kubebuilder cmd/main.go between
+// ctrl.NewManager and mgr.Start, runs unchanged with a manager.Manager that
+// is a façade over the app rather than a manager of its own:
+//
+//	var Module = fx.Module("cronjob",
+//		fxstore.AddToScheme(batchv1.AddToScheme),
+//		fxcontroller.SetupWithManager(func(mgr ctrl.Manager) error {
+//			return (&controller.CronJobReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme()}).SetupWithManager(mgr)
+//		}),
+//	)
+//
+// The manager's cache resolves each kind, with the operator's cache options
+// (WithCacheOptions), to the app's store for that spec, shared with every
+// module and hosted operator asking for the same; its client reads from
+// that cache with controller-runtime's semantics (deep copies, field
+// indexes scoped by namespace) and writes through the app's one connection.
+// Controllers built with ctrl.NewControllerManagedBy, and runnables passed
+// to mgr.Add, run under the app's lifecycle: their stores sync with every
+// other store before any controller starts, they run on the leader unless
+// they say otherwise, and they stop in order. A kind first read after start
+// gets a store started then, through the same pre-flight checks.
+//
+// setup runs while fx builds the app and must do no I/O. A setup that
+// returns an error or panics fails fx.New, naming the function. What the
+// manager cannot do (Start, metrics server extra handlers, webhooks for now)
+// fails with an error saying what to do instead.
+//
+// Options configure the operator: WithName, WithCacheOptions,
+// WithClientOptions, Writes (for the rbac command), WithLeaderElection,
+// WithMaxConcurrentReconciles and WithLogger.
+func SetupWithManager(setup func(manager.Manager) error, opts ...Option) fx.Option {
+	if setup == nil {
+		return fx.Error(errors.New("fxcontroller.SetupWithManager: setup function is nil"))
+	}
+	o := options{leaderElection: true, hosted: true, name: funcName(setup)}
+	for _, opt := range opts {
+		if opt != nil {
+			opt.apply(&o)
+		}
+	}
+	if err := errors.Join(o.errs...); err != nil {
+		return fx.Error(fmt.Errorf("fxcontroller.SetupWithManager(%s): %w", funcName(setup), err))
+	}
+	return fx.Provide(fx.Annotate(
+		func(p hostParams) (hostResult, error) { return host(p, funcName(setup), setup, o) },
+	))
+}
+
+// hostParams are what a hosted operator is built from.
+type hostParams struct {
+	fx.In
+
+	Registry   *fxstore.Registry
+	Scheme     *k8sruntime.Scheme
+	Connection *connection.Connection
+	Recorders  RecorderProvider
+	Logger     *zap.Logger      `optional:"true"`
+	Config     lifecycle.Config `optional:"true"`
+}
+
+type hostResult struct {
+	fx.Out
+
+	Hosted    *Hosted            `group:"fxcontroller.hosted"`
+	Runnables []manager.Runnable `group:"fxkube.runnables,flatten"`
+	Checks    []lifecycle.Check  `group:"fxkube.checks,flatten"`
+}
+
+// Hosted is a controller-runtime operator hosted with SetupWithManager.
+type Hosted struct {
+	name string
+	info Info
+}
+
+// Name is the hosted operator's name (WithName), which consumes its stores.
+func (h *Hosted) Name() string { return h.name }
+
+// Info describes what the operator declared: its name, setup function and
+// Writes. Its stores are found by its name among the registry's consumers.
+func (h *Hosted) Info() Info { return h.info }
+
+func host(p hostParams, setupName string, setup func(manager.Manager) error, o options) (_ hostResult, err error) {
+	log := zap.NewNop()
+	if p.Logger != nil {
+		log = p.Logger
+	}
+	if o.logger != nil {
+		log = o.logger
+	}
+	log = log.Named(o.name)
+	syncTimeout := 2 * time.Minute
+	if p.Config.SyncTimeout > 0 {
+		syncTimeout = p.Config.SyncTimeout
+	}
+	cacheOpts := crcache.Options{}
+	if o.cacheOptions != nil {
+		cacheOpts = *o.cacheOptions
+	}
+	c, err := fxstore.NewCache(p.Registry, p.Connection.Mapper, cacheOpts,
+		fxstore.WithCacheConsumer(o.name), fxstore.WithLateSyncTimeout(syncTimeout))
+	if err != nil {
+		return hostResult{}, fmt.Errorf("hosted operator %q: %w", o.name, err)
+	}
+	cl, err := cachedClient(p, c, o.clientOptions)
+	if err != nil {
+		return hostResult{}, fmt.Errorf("hosted operator %q: %w", o.name, err)
+	}
+	m := &hostedManager{
+		name:       o.name,
+		conn:       p.Connection,
+		scheme:     p.Scheme,
+		cache:      c,
+		client:     cl,
+		recorders:  p.Recorders,
+		log:        zapr.NewLogger(log),
+		webhooks:   &keptWebhooks{Server: webhook.NewServer(webhook.Options{})},
+		converters: &keptConverters{Registry: conversion.NewRegistry()},
+		elected:    make(chan struct{}),
+		controllerOptions: config.Controller{
+			// Names are checked per app: several apps may share a process.
+			SkipNameValidation:      new(true),
+			NeedLeaderElection:      new(o.leaderElection),
+			MaxConcurrentReconciles: o.maxConcurrent,
+			// Controllers start their sources while the app starts, so that
+			// their stores sync with every other before any controller runs.
+			EnableWarmup:     new(true),
+			CacheSyncTimeout: syncTimeout,
+			Logger:           zapr.NewLogger(log),
+		},
+	}
+	m.runnables = append(m.runnables, electedSignal{m.elected})
+
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("hosted operator %q: setup function %s panicked: %v", o.name, setupName, v)
+		}
+	}()
+	if err := setup(m); err != nil {
+		return hostResult{}, fmt.Errorf("hosted operator %q: setup function %s: %w", o.name, setupName, err)
+	}
+	m.mu.Lock()
+	m.setUp = true
+	m.mu.Unlock()
+	if err := errors.Join(m.webhooks.unserved(), m.converters.unserved()); err != nil {
+		return hostResult{}, fmt.Errorf("hosted operator %q: %w", o.name, err)
+	}
+	return hostResult{
+		Hosted: &Hosted{name: o.name, info: Info{
+			Name: o.name, DeclaredBy: setupName, Writes: slices.Clone(o.writes), NeedsLeader: o.leaderElection,
+		}},
+		Runnables: m.runnables,
+		Checks:    m.checks,
+	}, nil
+}
+
+// cachedClient returns controller-runtime's client, reading from c and
+// writing through the app's connection, as a manager's GetClient does.
+func cachedClient(p hostParams, c *fxstore.Cache, opts *client.Options) (client.Client, error) {
+	o := client.Options{}
+	if opts != nil {
+		o = *opts
+	}
+	switch {
+	case o.HTTPClient != nil || o.Scheme != nil || o.Mapper != nil:
+		return nil, errors.New("client options: HTTPClient, Scheme and Mapper are the app's; leave them unset")
+	case o.Cache != nil && o.Cache.Reader != nil:
+		return nil, errors.New("client options: Cache.Reader is the hosted operator's cache; leave it unset")
+	}
+	o.HTTPClient, o.Scheme, o.Mapper = p.Connection.HTTPClient, p.Scheme, p.Connection.Mapper
+	cacheOpts := client.CacheOptions{}
+	if o.Cache != nil {
+		cacheOpts = *o.Cache
+	}
+	cacheOpts.Reader = c
+	o.Cache = &cacheOpts
+	cl, err := client.New(p.Connection.Config, o)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	return cl, nil
+}
+
+// hostedManager is the manager.Manager a hosted operator's setup gets.
+type hostedManager struct {
+	name              string
+	conn              *connection.Connection
+	scheme            *k8sruntime.Scheme
+	cache             *fxstore.Cache
+	client            client.Client
+	recorders         RecorderProvider
+	log               logr.Logger
+	webhooks          *keptWebhooks
+	converters        *keptConverters
+	controllerOptions config.Controller
+	elected           chan struct{}
+
+	dropOnce sync.Once
+
+	mu        sync.Mutex
+	setUp     bool // setup has returned: nothing more can be added
+	runnables []manager.Runnable
+	checks    []lifecycle.Check
+}
+
+var _ manager.Manager = (*hostedManager)(nil)
+
+func (m *hostedManager) GetHTTPClient() *http.Client               { return m.conn.HTTPClient }
+func (m *hostedManager) GetConfig() *rest.Config                   { return m.conn.Config }
+func (m *hostedManager) GetCache() crcache.Cache                   { return m.cache }
+func (m *hostedManager) GetScheme() *k8sruntime.Scheme             { return m.scheme }
+func (m *hostedManager) GetClient() client.Client                  { return m.client }
+func (m *hostedManager) GetFieldIndexer() client.FieldIndexer      { return m.cache }
+func (m *hostedManager) GetRESTMapper() meta.RESTMapper            { return m.conn.Mapper }
+func (m *hostedManager) GetAPIReader() client.Reader               { return m.conn.Client }
+func (m *hostedManager) GetLogger() logr.Logger                    { return m.log }
+func (m *hostedManager) GetControllerOptions() config.Controller   { return m.controllerOptions }
+func (m *hostedManager) GetWebhookServer() webhook.Server          { return m.webhooks }
+func (m *hostedManager) GetConverterRegistry() conversion.Registry { return m.converters }
+func (m *hostedManager) Elected() <-chan struct{}                  { return m.elected }
+
+// GetEventRecorder returns the app's events.k8s.io/v1 recorder for name.
+func (m *hostedManager) GetEventRecorder(name string) recorder.EventRecorder {
+	return m.recorders.GetEventRecorder(name)
+}
+
+// GetEventRecorderFor returns a recorder of core/v1 Events for name, the
+// deprecated API kubebuilder scaffolds still use.
+//
+// Deprecated: use GetEventRecorder, as controller-runtime says.
+func (m *hostedManager) GetEventRecorderFor(name string) record.EventRecorder {
+	if p, ok := m.recorders.(recorder.Provider); ok {
+		return p.GetEventRecorderFor(name)
+	}
+	return droppingRecorder{log: m.log, once: &m.dropOnce}
+}
+
+// Add runs r under the app's lifecycle: after every store has synced, on the
+// leader unless r implements manager.LeaderElectionRunnable and says
+// otherwise, and stopped before the stores.
+func (m *hostedManager) Add(r manager.Runnable) error {
+	if isNil(r) {
+		return errors.New("runnable is nil")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.setUp {
+		return fmt.Errorf("hosted operator %q: Add after its setup function returned: add runnables in the setup function, while the app is built", m.name)
+	}
+	m.runnables = append(m.runnables, r)
+	return nil
+}
+
+// AddHealthzCheck serves check on the app's /healthz.
+func (m *hostedManager) AddHealthzCheck(name string, check healthz.Checker) error {
+	return m.addCheck(lifecycle.Check{Name: name, Checker: check})
+}
+
+// AddReadyzCheck serves check on the app's /readyz.
+func (m *hostedManager) AddReadyzCheck(name string, check healthz.Checker) error {
+	return m.addCheck(lifecycle.Check{Name: name, Checker: check, Readiness: true})
+}
+
+func (m *hostedManager) addCheck(c lifecycle.Check) error {
+	if c.Checker == nil {
+		return fmt.Errorf("check %q: checker is nil", c.Name)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.setUp {
+		return fmt.Errorf("hosted operator %q: check %q added after its setup function returned: add checks in the setup function", m.name, c.Name)
+	}
+	m.checks = append(m.checks, c)
+	return nil
+}
+
+// AddMetricsServerExtraHandler fails: the app's metrics endpoint serves only
+// metrics.
+func (m *hostedManager) AddMetricsServerExtraHandler(path string, _ http.Handler) error {
+	return fmt.Errorf("hosted operator %q: extra handler %q on the metrics server is not supported; serve it from a runnable added with mgr.Add, on an address of its own", m.name, path)
+}
+
+// Start fails: the app starts what the manager holds.
+func (m *hostedManager) Start(context.Context) error {
+	return fmt.Errorf("hosted operator %q: the app starts hosted managers; do not call mgr.Start", m.name)
+}
+
+// electedSignal closes elected when the app runs what needs leadership:
+// once this replica leads, or at start without leader election.
+type electedSignal struct{ elected chan struct{} }
+
+func (e electedSignal) Start(ctx context.Context) error {
+	close(e.elected)
+	<-ctx.Done()
+	return nil
+}
+
+func (e electedSignal) NeedLeaderElection() bool { return true }
+
+// keptWebhooks is a webhook server whose registrations are kept, not served.
+type keptWebhooks struct {
+	webhook.Server
+	mu    sync.Mutex
+	paths []string
+}
+
+func (w *keptWebhooks) Register(path string, hook http.Handler) {
+	w.mu.Lock()
+	w.paths = append(w.paths, path)
+	w.mu.Unlock()
+	w.Server.Register(path, hook)
+}
+
+func (w *keptWebhooks) unserved() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.paths) == 0 {
+		return nil
+	}
+	return fmt.Errorf("it registers webhooks %q, which fxkube does not serve yet; run them on controller-runtime's manager for now, or disable them (kubebuilder projects: ENABLE_WEBHOOKS=false)", w.paths)
+}
+
+// keptConverters is a conversion registry whose converters are kept, not
+// served.
+type keptConverters struct {
+	conversion.Registry
+	mu    sync.Mutex
+	kinds []string
+}
+
+func (c *keptConverters) RegisterConverter(gk schema.GroupKind, converter conversion.Converter) error {
+	c.mu.Lock()
+	c.kinds = append(c.kinds, gk.String())
+	c.mu.Unlock()
+	return c.Registry.RegisterConverter(gk, converter)
+}
+
+func (c *keptConverters) unserved() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.kinds) == 0 {
+		return nil
+	}
+	return fmt.Errorf("it registers conversion for %q, which fxkube does not serve yet; run it on controller-runtime's manager for now", c.kinds)
+}
+
+// droppingRecorder stands in for the core/v1 recorder of a
+// RecorderProvider that has none (one that is not a controller-runtime
+// recorder.Provider): it drops events, saying so once in the log.
+type droppingRecorder struct {
+	log  logr.Logger
+	once *sync.Once
+}
+
+func (r droppingRecorder) Event(k8sruntime.Object, string, string, string) { r.drop() }
+func (r droppingRecorder) Eventf(k8sruntime.Object, string, string, string, ...any) {
+	r.drop()
+}
+func (r droppingRecorder) AnnotatedEventf(k8sruntime.Object, map[string]string, string, string, string, ...any) {
+	r.drop()
+}
+func (r droppingRecorder) drop() {
+	r.once.Do(func() {
+		r.log.Error(nil, "core/v1 events are dropped: the app's RecorderProvider has no GetEventRecorderFor; use mgr.GetEventRecorder")
+	})
+}

@@ -1,0 +1,880 @@
+package fxstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
+	toolscache "k8s.io/client-go/tools/cache"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/fxkube/fxkube/internal/caller"
+)
+
+// Cache is a controller-runtime cache.Cache whose informers are a
+// registry's stores: each kind resolves, with the cache's options, to the
+// registry's store for that spec, shared with every module and every other
+// Cache asking for the same one. It gives hosted controller-runtime code the
+// semantics of controller-runtime's own cache: reads fill the caller's
+// object with a deep copy (unless UnsafeDisableDeepCopy), field indexes are
+// scoped by namespace, and a kind first read after the registry has started
+// gets a store started then, through the registry's pre-flight checks.
+type Cache struct {
+	registry *Registry
+	mapper   meta.RESTMapper
+	opts     crcache.Options
+	consumer string
+	// syncTimeout bounds how long a read waits for a store started late.
+	syncTimeout time.Duration
+
+	mu      sync.Mutex
+	kinds   map[cacheKind]*cachedKind
+	pending map[cacheKind][]fieldIndex // declared before the kind resolved
+}
+
+var _ crcache.Cache = (*Cache)(nil)
+
+// cacheKind is a kind in one projection.
+type cacheKind struct {
+	gvk  schema.GroupVersionKind
+	proj Projection
+}
+
+type fieldIndex struct {
+	field   string
+	extract client.IndexerFunc
+}
+
+// cachedKind is the stores of one kind: one, or one per namespace when the
+// options restrict the kind to several.
+type cachedKind struct {
+	gvk        schema.GroupVersionKind
+	example    client.Object
+	namespaced bool // meaningful when resolved through the mapper
+	scopeKnown bool
+	stores     []namespaceStore // sorted by namespace; "" (all others) first
+}
+
+type namespaceStore struct {
+	namespace  string // "" for all namespaces not listed elsewhere
+	store      *Store[client.Object]
+	noDeepCopy bool
+}
+
+// CacheOption configures NewCache.
+type CacheOption func(*Cache)
+
+// WithCacheConsumer names who reads through the cache, for describe and
+// metrics, such as a hosted operator's name. Defaults to the function that
+// called NewCache.
+func WithCacheConsumer(name string) CacheOption {
+	return func(c *Cache) { c.consumer = name }
+}
+
+// WithLateSyncTimeout bounds how long a read of a kind first read after
+// start waits for its store to sync. Defaults to 2 minutes.
+func WithLateSyncTimeout(d time.Duration) CacheOption {
+	return func(c *Cache) { c.syncTimeout = d }
+}
+
+// NewCache returns a cache over r with controller-runtime's cache options.
+// The options' selectors, namespaces, transforms and UnsafeDisableDeepCopy
+// are honoured per kind as controller-runtime's cache does, with one
+// difference: without a transform, objects are stored without
+// managedFields (fxstore's default, so that hosted and native requests share
+// stores); set a DefaultTransform or ByObject Transform to keep them.
+// Options that only a cache of its own could honour (SyncPeriod, a custom
+// NewInformer, a WatchErrorHandler, disabled bookmarks, its own HTTP client,
+// scheme or mapper) are rejected with an error saying what to do instead.
+// mapper tells namespaced kinds from cluster-scoped ones; it is asked only
+// once the app runs. NewCache does no I/O.
+func NewCache(r *Registry, mapper meta.RESTMapper, opts crcache.Options, options ...CacheOption) (*Cache, error) {
+	c := &Cache{
+		registry:    r,
+		mapper:      mapper,
+		opts:        opts,
+		consumer:    caller.Name(1),
+		syncTimeout: 2 * time.Minute,
+		kinds:       make(map[cacheKind]*cachedKind),
+		pending:     make(map[cacheKind][]fieldIndex),
+	}
+	for _, o := range options {
+		o(c)
+	}
+	if err := c.validate(); err != nil {
+		return nil, fmt.Errorf("cache options of %s: %w", c.consumer, err)
+	}
+	return c, nil
+}
+
+func (c *Cache) validate() error {
+	o := c.opts
+	var errs []error
+	unsupported := func(set bool, what, instead string) {
+		if set {
+			errs = append(errs, fmt.Errorf("%s is not supported: %s", what, instead))
+		}
+	}
+	unsupported(o.HTTPClient != nil, "HTTPClient", "the app's one connection is used; leave it unset")
+	unsupported(o.Mapper != nil, "Mapper", "the app's REST mapper is used; leave it unset")
+	unsupported(o.Scheme != nil && o.Scheme != c.registry.scheme, "a Scheme of its own",
+		"add types to the app's scheme with fxstore.AddToScheme and leave it unset")
+	unsupported(o.NewInformer != nil, "NewInformer", "stores are the registry's shared informers; leave it unset")
+	unsupported(o.DefaultWatchErrorHandler != nil, "DefaultWatchErrorHandler",
+		"list/watch errors are logged and counted in fxkube_store_list_watch_errors_total; leave it unset")
+	checkConfig := func(where string, cfg crcache.Config) {
+		unsupported(cfg.SyncPeriod != nil, where+"SyncPeriod",
+			"stores do not resync; return reconcile.Result{RequeueAfter: d} to reconcile periodically")
+		unsupported(cfg.EnableWatchBookmarks != nil && !*cfg.EnableWatchBookmarks, where+"EnableWatchBookmarks=false",
+			"stores always ask for bookmarks; leave it unset")
+		if err := checkSelectors(cfg); err != nil {
+			errs = append(errs, fmt.Errorf("%s%w", where, err))
+		}
+	}
+	checkConfig("", crcache.Config{
+		LabelSelector: o.DefaultLabelSelector, FieldSelector: o.DefaultFieldSelector,
+		EnableWatchBookmarks: o.DefaultEnableWatchBookmarks, SyncPeriod: o.SyncPeriod,
+	})
+	for _, ns := range slices.Sorted(maps.Keys(o.DefaultNamespaces)) {
+		checkConfig(fmt.Sprintf("DefaultNamespaces[%q].", ns), o.DefaultNamespaces[ns])
+	}
+	for obj, by := range o.ByObject {
+		where := fmt.Sprintf("ByObject[%T].", obj)
+		if _, err := apiutil.GVKForObject(obj, c.registry.scheme); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w; register its type with fxstore.AddToScheme", strings.TrimSuffix(where, "."), err))
+		}
+		checkConfig(where, crcache.Config{
+			LabelSelector: by.Label, FieldSelector: by.Field,
+			EnableWatchBookmarks: by.EnableWatchBookmarks, SyncPeriod: by.SyncPeriod,
+		})
+		for _, ns := range slices.Sorted(maps.Keys(by.Namespaces)) {
+			checkConfig(fmt.Sprintf("%sNamespaces[%q].", where, ns), by.Namespaces[ns])
+		}
+	}
+	// Every spec the options can give must be valid: the specs of the
+	// default and of each ByObject kind, as if namespaced.
+	for _, cfgs := range c.allConfigs() {
+		for ns, cfg := range cfgs {
+			if _, err := specFor(ns, cfg).key(schema.GroupVersionKind{Version: "v1", Kind: "Check"}, Typed); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkSelectors rejects selectors that cannot be written as a watch's
+// selector string.
+func checkSelectors(cfg crcache.Config) error {
+	if cfg.LabelSelector != nil && !cfg.LabelSelector.Empty() && cfg.LabelSelector.String() == "" {
+		return errors.New("label selector selects nothing (labels.Nothing()); to cache no objects of a kind, do not read it")
+	}
+	if cfg.FieldSelector != nil {
+		for _, r := range cfg.FieldSelector.Requirements() {
+			if r.Operator != selection.Equals && r.Operator != selection.DoubleEquals && r.Operator != selection.NotEquals {
+				return fmt.Errorf("field selector %q: only =, == and != are supported", cfg.FieldSelector)
+			}
+		}
+	}
+	return nil
+}
+
+// allConfigs returns the per-namespace configs of the default and of every
+// ByObject kind, as if namespaced, for validation.
+func (c *Cache) allConfigs() []map[string]crcache.Config {
+	out := []map[string]crcache.Config{c.configsFor(schema.GroupVersionKind{}, true)}
+	for obj := range c.opts.ByObject {
+		if gvk, err := apiutil.GVKForObject(obj, c.registry.scheme); err == nil {
+			out = append(out, c.configsFor(gvk, true))
+		}
+	}
+	return out
+}
+
+// configsFor returns, by namespace, the config the options give gvk, with
+// controller-runtime's precedence: ByObject, then DefaultNamespaces[ns], then
+// Default*. The namespace "" means all namespaces, or all not listed.
+func (c *Cache) configsFor(gvk schema.GroupVersionKind, namespaced bool) map[string]crcache.Config {
+	o := c.opts
+	defaults := crcache.Config{
+		LabelSelector: o.DefaultLabelSelector, FieldSelector: o.DefaultFieldSelector,
+		Transform: o.DefaultTransform, UnsafeDisableDeepCopy: o.DefaultUnsafeDisableDeepCopy,
+	}
+	var (
+		namespaces map[string]crcache.Config
+		base       = defaults
+	)
+	if by, ok := c.byObject(gvk); ok {
+		base = withDefaults(crcache.Config{
+			LabelSelector: by.Label, FieldSelector: by.Field,
+			Transform: by.Transform, UnsafeDisableDeepCopy: by.UnsafeDisableDeepCopy,
+		}, defaults)
+		namespaces = by.Namespaces
+		if namespaces == nil {
+			namespaces = o.DefaultNamespaces
+		}
+		for ns, cfg := range namespaces {
+			cfg = withDefaults(cfg, base)
+			if d, ok := o.DefaultNamespaces[ns]; ok {
+				cfg = withDefaults(cfg, d)
+			}
+			namespaces = maps.Clone(namespaces)
+			namespaces[ns] = withDefaults(cfg, defaults)
+		}
+	} else {
+		namespaces = maps.Clone(o.DefaultNamespaces)
+		for ns, cfg := range namespaces {
+			namespaces[ns] = withDefaults(cfg, defaults)
+		}
+	}
+	if !namespaced || len(namespaces) == 0 {
+		return map[string]crcache.Config{"": base}
+	}
+	if cfg, ok := namespaces[metav1.NamespaceAll]; ok {
+		// "All namespaces" means all those without a config of their own.
+		others := slices.Sorted(maps.Keys(namespaces))
+		sels := make([]fields.Selector, 0, len(others))
+		for _, ns := range others[1:] {
+			sels = append(sels, fields.OneTermNotEqualSelector("metadata.namespace", ns))
+		}
+		if cfg.FieldSelector != nil {
+			sels = append(sels, cfg.FieldSelector)
+		}
+		cfg.FieldSelector = fields.AndSelectors(sels...)
+		namespaces[metav1.NamespaceAll] = cfg
+	}
+	return namespaces
+}
+
+func (c *Cache) byObject(gvk schema.GroupVersionKind) (crcache.ByObject, bool) {
+	for obj, by := range c.opts.ByObject {
+		if got, err := apiutil.GVKForObject(obj, c.registry.scheme); err == nil && got == gvk {
+			return by, true
+		}
+	}
+	return crcache.ByObject{}, false
+}
+
+// restrictsNamespaces reports whether the options confine gvk to some
+// namespaces, which only the mapper can tell apply (not to cluster-scoped
+// kinds).
+func (c *Cache) restrictsNamespaces(gvk schema.GroupVersionKind) bool {
+	if by, ok := c.byObject(gvk); ok && by.Namespaces != nil {
+		return len(by.Namespaces) > 0
+	}
+	return len(c.opts.DefaultNamespaces) > 0
+}
+
+func withDefaults(cfg, from crcache.Config) crcache.Config {
+	if cfg.LabelSelector == nil {
+		cfg.LabelSelector = from.LabelSelector
+	}
+	if cfg.FieldSelector == nil {
+		cfg.FieldSelector = from.FieldSelector
+	}
+	if cfg.Transform == nil {
+		cfg.Transform = from.Transform
+	}
+	if cfg.UnsafeDisableDeepCopy == nil {
+		cfg.UnsafeDisableDeepCopy = from.UnsafeDisableDeepCopy
+	}
+	return cfg
+}
+
+func specFor(namespace string, cfg crcache.Config) Spec {
+	spec := Spec{Namespace: namespace, Transform: transformOf(cfg.Transform)}
+	if cfg.LabelSelector != nil {
+		spec.LabelSelector = cfg.LabelSelector.String()
+	}
+	if cfg.FieldSelector != nil {
+		spec.FieldSelector = cfg.FieldSelector.String()
+	}
+	return spec
+}
+
+// transformOf names a controller-runtime transform after its function, so
+// that equal transforms share stores; controller-runtime's
+// TransformStripManagedFields is fxstore's default.
+func transformOf(fn toolscache.TransformFunc) Transform {
+	if fn == nil || fnPtr(fn) == fnPtr(StripManagedFields.Func) {
+		return StripManagedFields
+	}
+	return Transform{Name: caller.FuncName(fnPtr(fn)), Func: fn}
+}
+
+// kindOf returns the kind and projection of obj, and an example object of
+// its type for the store.
+func (c *Cache) kindOf(obj k8sruntime.Object) (cacheKind, client.Object, error) {
+	gvk, err := apiutil.GVKForObject(obj, c.registry.scheme)
+	if err != nil {
+		return cacheKind{}, nil, fmt.Errorf("%w; register the type with fxstore.AddToScheme", err)
+	}
+	switch obj.(type) {
+	case *unstructured.Unstructured:
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		return cacheKind{gvk, Unstructured}, u, nil
+	case *metav1.PartialObjectMetadata:
+		m := &metav1.PartialObjectMetadata{}
+		m.SetGroupVersionKind(gvk)
+		return cacheKind{gvk, Metadata}, m, nil
+	}
+	example, err := c.registry.scheme.New(gvk)
+	if err != nil {
+		return cacheKind{}, nil, err
+	}
+	o, ok := example.(client.Object)
+	if !ok {
+		return cacheKind{}, nil, fmt.Errorf("%T is not a client.Object", example)
+	}
+	return cacheKind{gvk, Typed}, o, nil
+}
+
+// listKindOf is kindOf for a list.
+func (c *Cache) listKindOf(list client.ObjectList) (cacheKind, client.Object, error) {
+	gvk, err := apiutil.GVKForObject(list, c.registry.scheme)
+	if err != nil {
+		return cacheKind{}, nil, fmt.Errorf("%w; register the type with fxstore.AddToScheme", err)
+	}
+	gvk.Kind = strings.TrimSuffix(gvk.Kind, "List")
+	switch list.(type) {
+	case *unstructured.UnstructuredList:
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		return c.kindOf(u)
+	case *metav1.PartialObjectMetadataList:
+		m := &metav1.PartialObjectMetadata{}
+		m.SetGroupVersionKind(gvk)
+		return c.kindOf(m)
+	}
+	obj, err := c.registry.scheme.New(gvk)
+	if err != nil {
+		return cacheKind{}, nil, err
+	}
+	return c.kindOf(obj)
+}
+
+// kind returns the stores of k, requesting them from the registry on first
+// use. Requests after the registry has started start the stores late.
+func (c *Cache) kind(k cacheKind, example client.Object) (*cachedKind, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ck, ok := c.kinds[k]; ok {
+		return ck, nil
+	}
+	ck := &cachedKind{gvk: k.gvk, example: example}
+	namespaced := true
+	if c.restrictsNamespaces(k.gvk) {
+		var err error
+		if namespaced, err = apiutil.IsGVKNamespaced(k.gvk, c.mapper); err != nil {
+			return nil, fmt.Errorf("%s: %w", kindString(k.gvk), err)
+		}
+		ck.namespaced, ck.scopeKnown = namespaced, true
+	}
+	configs := c.configsFor(k.gvk, namespaced)
+	opts := []Option{WithConsumer(c.consumer)}
+	for _, ix := range c.pending[k] {
+		opts = append(opts, WithFieldIndex(ix.field, ix.extract))
+	}
+	for _, ns := range slices.Sorted(maps.Keys(configs)) {
+		cfg := configs[ns]
+		spec := specFor(ns, cfg)
+		if k.proj != Typed {
+			spec.Kind = k.gvk
+		}
+		s, err := ForObject(c.registry, example, spec, opts...)
+		if err != nil {
+			return nil, err
+		}
+		ck.stores = append(ck.stores, namespaceStore{namespace: ns, store: s, noDeepCopy: cfg.UnsafeDisableDeepCopy != nil && *cfg.UnsafeDisableDeepCopy})
+	}
+	delete(c.pending, k)
+	c.kinds[k] = ck
+	return ck, nil
+}
+
+// ready returns the stores of obj's kind once they have synced, waiting for
+// stores started late. Before the registry starts, it fails with
+// controller-runtime's ErrCacheNotStarted.
+func (c *Cache) ready(ctx context.Context, k cacheKind, example client.Object) (*cachedKind, error) {
+	if !c.registry.isStarted() {
+		return nil, &crcache.ErrCacheNotStarted{}
+	}
+	if c.opts.ReaderFailOnMissingInformer && !c.has(k) {
+		return nil, &crcache.ErrResourceNotCached{}
+	}
+	ck, err := c.kind(k, example)
+	if err != nil {
+		return nil, err
+	}
+	return ck, c.waitFor(ctx, ck)
+}
+
+func (c *Cache) has(k cacheKind) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.kinds[k]
+	return ok
+}
+
+func (c *Cache) waitFor(ctx context.Context, ck *cachedKind) error {
+	for _, ns := range ck.stores {
+		if ns.store.HasSynced() {
+			continue
+		}
+		wctx, cancel := context.WithTimeout(ctx, c.syncTimeout)
+		err := c.registry.WaitForStore(wctx, ns.store.Key())
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// isNamespaced reports whether ck's kind is namespaced, asking the mapper
+// once if the options did not need to.
+func (c *Cache) isNamespaced(ck *cachedKind) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !ck.scopeKnown {
+		namespaced, err := apiutil.IsGVKNamespaced(ck.gvk, c.mapper)
+		if err != nil {
+			return false, fmt.Errorf("%s: %w", kindString(ck.gvk), err)
+		}
+		ck.namespaced, ck.scopeKnown = namespaced, true
+	}
+	return ck.namespaced, nil
+}
+
+// storeFor returns the store holding namespace's objects, as
+// controller-runtime's multi-namespace cache picks one.
+func (ck *cachedKind) storeFor(namespace, verb string, key any) (namespaceStore, error) {
+	var all *namespaceStore
+	for i, ns := range ck.stores {
+		if ns.namespace == namespace {
+			return ns, nil
+		}
+		if ns.namespace == "" {
+			all = &ck.stores[i]
+		}
+	}
+	if all != nil {
+		return *all, nil
+	}
+	namespaces := make([]string, len(ck.stores))
+	for i, ns := range ck.stores {
+		namespaces[i] = ns.namespace
+	}
+	return namespaceStore{}, fmt.Errorf("unable to %s: %v because of unknown namespace for the cache (it caches %s in namespaces %q; add the namespace to the cache options)",
+		verb, key, kindString(ck.gvk), namespaces)
+}
+
+// Get implements client.Reader: it fills out with a deep copy of the cached
+// object (unless UnsafeDisableDeepCopy), as controller-runtime's cache does.
+func (c *Cache) Get(ctx context.Context, key client.ObjectKey, out client.Object, opts ...client.GetOption) error {
+	k, example, err := c.kindOf(out)
+	if err != nil {
+		return err
+	}
+	ck, err := c.ready(ctx, k, example)
+	if err != nil {
+		return err
+	}
+	namespaced, err := c.isNamespaced(ck)
+	if err != nil {
+		return err
+	}
+	if !namespaced {
+		key.Namespace = ""
+	}
+	ns, err := ck.storeFor(key.Namespace, "get", key)
+	if err != nil {
+		return err
+	}
+	obj, err := ns.store.Get(key.Namespace, key.Name)
+	if apierrors.IsNotFound(err) {
+		// controller-runtime's cache names the kind, not the resource.
+		return apierrors.NewNotFound(schema.GroupResource{Group: k.gvk.Group, Resource: k.gvk.Kind}, key.Name)
+	}
+	if err != nil {
+		return err
+	}
+	var getOpts client.GetOptions
+	getOpts.ApplyOptions(opts)
+	noCopy := ns.noDeepCopy || (getOpts.UnsafeDisableDeepCopy != nil && *getOpts.UnsafeDisableDeepCopy)
+	return fill(out, obj, k.gvk, !noCopy)
+}
+
+// fill sets *out to obj, deep-copied when copy is set, as
+// controller-runtime's cache reader does.
+func fill(out client.Object, obj k8sruntime.Object, gvk schema.GroupVersionKind, deepCopy bool) error {
+	if deepCopy {
+		obj = obj.DeepCopyObject()
+	}
+	outVal, objVal := reflect.ValueOf(out), reflect.ValueOf(obj)
+	if !objVal.Type().AssignableTo(outVal.Type()) {
+		return fmt.Errorf("cache had type %s, but %s was asked for", objVal.Type(), outVal.Type())
+	}
+	reflect.Indirect(outVal).Set(reflect.Indirect(objVal))
+	if deepCopy {
+		out.GetObjectKind().SetGroupVersionKind(gvk)
+	}
+	return nil
+}
+
+// List implements client.Reader with the options controller-runtime's cache
+// takes: InNamespace, MatchingLabels and label selectors, MatchingFields
+// and exact-match field selectors on fields indexed with IndexField, Limit
+// and UnsafeDisableDeepCopy.
+func (c *Cache) List(ctx context.Context, out client.ObjectList, opts ...client.ListOption) error {
+	var lo client.ListOptions
+	lo.ApplyOptions(opts)
+	if lo.Continue != "" {
+		return errors.New("continue list option is not supported by the cache")
+	}
+	if lo.FieldSelector != nil && !requiresExactMatch(lo.FieldSelector) {
+		return errors.New("non-exact field matches are not supported by the cache")
+	}
+	k, example, err := c.listKindOf(out)
+	if err != nil {
+		return err
+	}
+	ck, err := c.ready(ctx, k, example)
+	if err != nil {
+		return err
+	}
+	stores := ck.stores
+	if lo.Namespace != "" {
+		ns, err := ck.storeFor(lo.Namespace, "list", lo.Namespace)
+		if err != nil {
+			return err
+		}
+		stores = []namespaceStore{ns}
+	}
+	var objs []k8sruntime.Object
+	for _, ns := range stores {
+		items, err := ns.list(lo)
+		if err != nil {
+			return err
+		}
+		noCopy := ns.noDeepCopy || (lo.UnsafeDisableDeepCopy != nil && *lo.UnsafeDisableDeepCopy)
+		for _, item := range items {
+			if lo.Limit > 0 && int64(len(objs)) >= lo.Limit {
+				break
+			}
+			obj, ok := item.(client.Object)
+			if !ok {
+				return fmt.Errorf("cache contained %T, which is not an Object", item)
+			}
+			if lo.LabelSelector != nil && !lo.LabelSelector.Matches(labels.Set(obj.GetLabels())) {
+				continue
+			}
+			if noCopy {
+				objs = append(objs, obj)
+				continue
+			}
+			cp := obj.DeepCopyObject()
+			cp.GetObjectKind().SetGroupVersionKind(k.gvk)
+			objs = append(objs, cp)
+		}
+	}
+	if err := meta.SetList(out, objs); err != nil {
+		return err
+	}
+	out.SetContinue("continue-not-supported")
+	return nil
+}
+
+// list returns the store's objects matching lo's namespace and field
+// selector, before label filtering.
+func (ns namespaceStore) list(lo client.ListOptions) ([]any, error) {
+	s := ns.store
+	if !s.HasSynced() {
+		return nil, s.e.notSynced
+	}
+	indexer := s.e.informer.GetIndexer()
+	if lo.FieldSelector == nil || lo.FieldSelector.Empty() {
+		if lo.Namespace != "" {
+			return indexer.ByIndex(toolscache.NamespaceIndex, lo.Namespace)
+		}
+		return indexer.List(), nil
+	}
+	reqs := lo.FieldSelector.Requirements()
+	indexers := indexer.GetIndexers()
+	var objs []any
+	for i, req := range reqs {
+		name, value := FieldIndexName(req.Field), namespacedValue(lo.Namespace, req.Value)
+		fn, ok := indexers[name]
+		if !ok {
+			return nil, fmt.Errorf("store %s: field %q is not indexed; index it with mgr.GetFieldIndexer().IndexField (or fxstore.WithFieldIndex)", s.e.key, req.Field)
+		}
+		if i == 0 {
+			var err error
+			if objs, err = indexer.ByIndex(name, value); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		objs = slices.DeleteFunc(objs, func(obj any) bool {
+			values, err := fn(obj)
+			return err != nil || !slices.Contains(values, value)
+		})
+	}
+	return objs, nil
+}
+
+// requiresExactMatch reports whether sel only has = and == terms, the field
+// selectors controller-runtime's cache serves from indexes.
+func requiresExactMatch(sel fields.Selector) bool {
+	for _, r := range sel.Requirements() {
+		if r.Operator != selection.Equals && r.Operator != selection.DoubleEquals {
+			return false
+		}
+	}
+	return !sel.Empty()
+}
+
+// GetInformer implements cache.Informers: it returns the informer of the
+// store obj's kind resolves to (requesting it, and after start starting it),
+// waiting for it to sync unless told not to, once the registry has started.
+func (c *Cache) GetInformer(ctx context.Context, obj client.Object, opts ...crcache.InformerGetOption) (crcache.Informer, error) {
+	k, example, err := c.kindOf(obj)
+	if err != nil {
+		return nil, err
+	}
+	return c.informer(ctx, k, example, opts)
+}
+
+// GetInformerForKind implements cache.Informers for a kind of the scheme.
+func (c *Cache) GetInformerForKind(ctx context.Context, gvk schema.GroupVersionKind, opts ...crcache.InformerGetOption) (crcache.Informer, error) {
+	obj, err := c.registry.scheme.New(gvk)
+	if err != nil {
+		return nil, fmt.Errorf("%w; register the type with fxstore.AddToScheme", err)
+	}
+	k, example, err := c.kindOf(obj)
+	if err != nil {
+		return nil, err
+	}
+	return c.informer(ctx, k, example, opts)
+}
+
+func (c *Cache) informer(ctx context.Context, k cacheKind, example client.Object, opts []crcache.InformerGetOption) (crcache.Informer, error) {
+	var o crcache.InformerGetOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	ck, err := c.kind(k, example)
+	if err != nil {
+		return nil, err
+	}
+	if c.registry.isStarted() && (o.BlockUntilSynced == nil || *o.BlockUntilSynced) {
+		if err := c.waitFor(ctx, ck); err != nil {
+			return nil, err
+		}
+	}
+	if len(ck.stores) == 1 {
+		return ck.stores[0].store.Informer(), nil
+	}
+	informers := make(multiInformer, len(ck.stores))
+	for i, ns := range ck.stores {
+		informers[i] = ns.store.Informer()
+	}
+	return informers, nil
+}
+
+// RemoveInformer implements cache.Informers. Stores are shared and live as
+// long as the app, so it fails.
+func (c *Cache) RemoveInformer(context.Context, client.Object) error {
+	return errors.New("fxstore: stores are shared by the app's modules and stop with the app; they cannot be removed")
+}
+
+// Start implements cache.Informers. The app starts its stores, so it fails.
+func (c *Cache) Start(context.Context) error {
+	return errors.New("fxstore: the app starts and stops its stores; do not start the cache")
+}
+
+// WaitForCacheSync implements cache.Informers: it waits until every store
+// the cache has resolved has synced, or ctx ends.
+func (c *Cache) WaitForCacheSync(ctx context.Context) bool {
+	c.mu.Lock()
+	kinds := slices.Collect(maps.Values(c.kinds))
+	c.mu.Unlock()
+	for _, ck := range kinds {
+		for _, ns := range ck.stores {
+			if err := ns.store.WaitForSync(ctx); err != nil {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// IndexField implements client.FieldIndexer with controller-runtime's
+// semantics: the index is declared on the store of obj's kind, values are
+// scoped by namespace, and lookups across all namespaces work too.
+func (c *Cache) IndexField(_ context.Context, obj client.Object, field string, extract client.IndexerFunc) error {
+	if extract == nil {
+		return fmt.Errorf("index %q of %T: extract function is nil", field, obj)
+	}
+	k, example, err := c.kindOf(obj)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	ck, ok := c.kinds[k]
+	if !ok {
+		// The index is declared as the kind resolves: now, or, when
+		// telling a namespaced kind from a cluster-scoped one takes the
+		// mapper, which must not be asked while the app is built, once the
+		// app runs.
+		c.pending[k] = append(c.pending[k], fieldIndex{field, extract})
+		later := c.restrictsNamespaces(k.gvk) && !c.registry.isStarted()
+		c.mu.Unlock()
+		if later {
+			return nil
+		}
+		_, err := c.kind(k, example)
+		return err
+	}
+	c.mu.Unlock()
+	for _, ns := range ck.stores {
+		spec := Spec{Namespace: ns.namespace, LabelSelector: ns.store.e.key.LabelSelector, FieldSelector: ns.store.e.key.FieldSelector, Transform: ns.store.e.transform}
+		if k.proj != Typed {
+			spec.Kind = k.gvk
+		}
+		if _, err := ForObject(c.registry, example, spec, WithConsumer(c.consumer), WithFieldIndex(field, extract)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// multiInformer is the informers of one kind's stores in several
+// namespaces, as one informer.
+type multiInformer []toolscache.SharedIndexInformer
+
+var _ crcache.Informer = multiInformer(nil)
+
+type multiRegistration []toolscache.ResourceEventHandlerRegistration
+
+func (r multiRegistration) HasSynced() bool {
+	for _, reg := range r {
+		if !reg.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+func (r multiRegistration) HasSyncedChecker() toolscache.DoneChecker {
+	checkers := make([]toolscache.DoneChecker, len(r))
+	for i, reg := range r {
+		checkers[i] = reg.HasSyncedChecker()
+	}
+	return allDone{checkers}
+}
+
+func (m multiInformer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
+	return m.AddEventHandlerWithOptions(h, toolscache.HandlerOptions{})
+}
+
+func (m multiInformer) AddEventHandlerWithResyncPeriod(h toolscache.ResourceEventHandler, resync time.Duration) (toolscache.ResourceEventHandlerRegistration, error) {
+	return m.AddEventHandlerWithOptions(h, toolscache.HandlerOptions{ResyncPeriod: &resync})
+}
+
+func (m multiInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandler, o toolscache.HandlerOptions) (toolscache.ResourceEventHandlerRegistration, error) {
+	regs := make(multiRegistration, 0, len(m))
+	for _, i := range m {
+		reg, err := i.AddEventHandlerWithOptions(h, o)
+		if err != nil {
+			_ = m.RemoveEventHandler(regs)
+			return nil, err
+		}
+		regs = append(regs, reg)
+	}
+	return regs, nil
+}
+
+func (m multiInformer) RemoveEventHandler(h toolscache.ResourceEventHandlerRegistration) error {
+	regs, ok := h.(multiRegistration)
+	if !ok {
+		return fmt.Errorf("registration %T was not returned by this informer", h)
+	}
+	var errs []error
+	for i, reg := range regs {
+		errs = append(errs, m[i].RemoveEventHandler(reg))
+	}
+	return errors.Join(errs...)
+}
+
+func (m multiInformer) AddIndexers(indexers toolscache.Indexers) error {
+	var errs []error
+	for _, i := range m {
+		errs = append(errs, i.AddIndexers(indexers))
+	}
+	return errors.Join(errs...)
+}
+
+func (m multiInformer) HasSynced() bool {
+	for _, i := range m {
+		if !i.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+func (m multiInformer) HasSyncedChecker() toolscache.DoneChecker {
+	checkers := make([]toolscache.DoneChecker, len(m))
+	for i, inf := range m {
+		checkers[i] = inf.HasSyncedChecker()
+	}
+	return allDone{checkers}
+}
+
+func (m multiInformer) IsStopped() bool {
+	for _, i := range m {
+		if i.IsStopped() {
+			return true
+		}
+	}
+	return false
+}
+
+// allDone is done once every checker is. Its channel is made by waiting on
+// each in turn, so it is only asked for by the waits that need it.
+type allDone struct{ checkers []toolscache.DoneChecker }
+
+func (a allDone) Name() string { return "all namespaces" }
+
+// Done returns a channel closed once every checker is done. Its goroutine
+// ends then, or when a checker's informer stops unsynced, whose checker
+// then never completes: informers stop with the app.
+func (a allDone) Done() <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		for _, c := range a.checkers {
+			<-c.Done()
+		}
+		close(done)
+	}()
+	return done
+}
