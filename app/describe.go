@@ -25,6 +25,16 @@ type Graph struct {
 	Informers   int          `json:"informers"`
 	Stores      []Store      `json:"stores"`
 	Controllers []Controller `json:"controllers"`
+	// Hosted are the controller-runtime operators hosted with
+	// fxcontroller.SetupWithManager. Their stores name them as consumers.
+	Hosted []Hosted `json:"hosted,omitempty"`
+}
+
+// Hosted is one hosted operator of the Graph.
+type Hosted struct {
+	Name       string   `json:"name"`
+	DeclaredBy string   `json:"declaredBy"`
+	Writes     []string `json:"writes,omitempty"`
 }
 
 // Store is one store of the Graph.
@@ -41,6 +51,9 @@ type Store struct {
 	Consumers     []string `json:"consumers"`
 	Controllers   []string `json:"controllers,omitempty"`
 	Indexes       []string `json:"indexes,omitempty"`
+	// Late reports a store started after every other had synced, when a
+	// hosted operator first read its kind.
+	Late bool `json:"late,omitempty"`
 }
 
 // Controller is one controller of the Graph.
@@ -59,24 +72,32 @@ var unconnected = &rest.Config{Host: "https://unconnected.invalid"}
 
 // graphOf builds the app's fx graph without starting it and returns what the
 // modules declared.
-func (a *app) graphOf() (*fxstore.Registry, fxcontroller.Controllers, error) {
+func (a *app) graphOf() (*fxstore.Registry, fxcontroller.Controllers, fxcontroller.HostedOperators, error) {
 	var (
-		reg   *fxstore.Registry
-		ctrls fxcontroller.Controllers
+		reg    *fxstore.Registry
+		ctrls  fxcontroller.Controllers
+		hosted fxcontroller.HostedOperators
 	)
-	fxApp := fx.New(fx.NopLogger, a.graph(unconnected, zap.NewNop()), fx.Populate(&reg, &ctrls))
+	fxApp := fx.New(fx.NopLogger, a.graph(unconnected, zap.NewNop()), fx.Populate(&reg, &ctrls, &hosted))
 	if err := fxApp.Err(); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return reg, ctrls, nil
+	return reg, ctrls, hosted, nil
 }
 
 // describe returns the app's Graph.
 func (a *app) describe() (Graph, error) {
-	reg, ctrls, err := a.graphOf()
+	reg, ctrls, hosted, err := a.graphOf()
 	if err != nil {
 		return Graph{}, err
 	}
+	return NewGraph(reg, ctrls, hosted), nil
+}
+
+// NewGraph describes an app from its registry, controllers and hosted
+// operators: as declared when the app is built, or as it runs, with the
+// stores started late since.
+func NewGraph(reg *fxstore.Registry, ctrls fxcontroller.Controllers, hosted fxcontroller.HostedOperators) Graph {
 	g := Graph{Requests: reg.Requests()}
 	byKey := map[fxstore.Key][]string{}
 	uses := func(k fxstore.Key, controller string) {
@@ -103,11 +124,19 @@ func (a *app) describe() (Graph, error) {
 			Key: k.String(), Group: k.Kind.Group, Version: k.Kind.Version, Kind: k.Kind.Kind,
 			Namespace: k.Namespace, LabelSelector: k.LabelSelector, FieldSelector: k.FieldSelector,
 			Projection: k.Projection.String(), Transform: k.Transform,
-			Consumers: s.Consumers, Controllers: byKey[k], Indexes: s.Indexes,
+			Consumers: s.Consumers, Controllers: byKey[k], Indexes: s.Indexes, Late: s.Late,
 		})
 	}
 	g.Informers = len(g.Stores)
-	return g, nil
+	for _, h := range hosted {
+		info := h.Info()
+		gh := Hosted{Name: info.Name, DeclaredBy: info.DeclaredBy}
+		for _, w := range info.Writes {
+			gh.Writes = append(gh.Writes, w.String())
+		}
+		g.Hosted = append(g.Hosted, gh)
+	}
+	return g
 }
 
 func (a *app) describeCommand() *cobra.Command {
@@ -121,9 +150,10 @@ func (a *app) describeCommand() *cobra.Command {
   {"requests": N, "informers": M,
    "stores": [{"key", "group", "version", "kind", "namespace", "labelSelector",
                "fieldSelector", "projection", "transform", "consumers": [...],
-               "controllers": [...], "indexes": [...]}],
+               "controllers": [...], "indexes": [...], "late"}],
    "controllers": [{"name", "declaredBy", "primary", "secondary": [...],
-                    "writes": [...], "needsLeader"}]}
+                    "writes": [...], "needsLeader"}],
+   "hosted": [{"name", "declaredBy", "writes": [...]}]}
 Store keys in "primary" and "secondary" match a store's "key".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -151,7 +181,11 @@ Store keys in "primary" and "secondary" match a store's "key".`,
 func (g Graph) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "%d store requests → %d informers\n\nStores:\n", g.Requests, g.Informers)
 	for _, s := range g.Stores {
-		fmt.Fprintf(w, "  %s\n    consumers: %s\n", s.Key, strings.Join(s.Consumers, ", "))
+		fmt.Fprintf(w, "  %s\n", s.Key)
+		if s.Late {
+			fmt.Fprintln(w, "    started late, on first read")
+		}
+		fmt.Fprintf(w, "    consumers: %s\n", strings.Join(s.Consumers, ", "))
 		if len(s.Controllers) > 0 {
 			fmt.Fprintf(w, "    controllers: %s\n", strings.Join(s.Controllers, ", "))
 		}
@@ -167,6 +201,15 @@ func (g Graph) WriteText(w io.Writer) {
 		}
 		for _, wr := range c.Writes {
 			fmt.Fprintf(w, "    writes:  %s\n", wr)
+		}
+	}
+	if len(g.Hosted) > 0 {
+		fmt.Fprintln(w, "\nHosted controller-runtime operators (their stores name them as consumers):")
+		for _, h := range g.Hosted {
+			fmt.Fprintf(w, "  %s (set up by %s)\n", h.Name, h.DeclaredBy)
+			for _, wr := range h.Writes {
+				fmt.Fprintf(w, "    writes:  %s\n", wr)
+			}
 		}
 	}
 }

@@ -51,7 +51,7 @@ func (s rbacScope) rules() []rbacv1.PolicyRule {
 // namespace/name: a ClusterRole for what spans namespaces, and a Role in each
 // namespace that every store of some resource is confined to.
 func (a *app) rbac(saNamespace, saName string) ([]any, error) {
-	reg, ctrls, err := a.graphOf()
+	reg, ctrls, hosted, err := a.graphOf()
 	if err != nil {
 		return nil, err
 	}
@@ -80,8 +80,15 @@ func (a *app) rbac(saNamespace, saName string) ([]any, error) {
 			inNamespace[ns].add(gr, "get", "list", "watch")
 		}
 	}
+	infos := make([]fxcontroller.Info, 0, len(ctrls)+len(hosted))
 	for _, c := range ctrls {
-		for _, w := range append(c.Info().Writes, fxcontroller.EventsWrite) {
+		infos = append(infos, c.Info())
+	}
+	for _, h := range hosted {
+		infos = append(infos, h.Info())
+	}
+	for _, info := range infos {
+		for _, w := range append(info.Writes, fxcontroller.EventsWrite) {
 			cluster.add(w.Resource, w.Verbs...)
 		}
 	}

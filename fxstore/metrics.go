@@ -1,6 +1,8 @@
 package fxstore
 
 import (
+	"strings"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -17,12 +19,14 @@ var (
 		"Time from start until the store finished its initial sync.", []string{"store"}, nil)
 	consumersDesc = prometheus.NewDesc("fxkube_store_consumers",
 		"Requests sharing the store.", []string{"store"}, nil)
+	lateDesc = prometheus.NewDesc("fxkube_store_started_late",
+		"1 when the store was started after every store had synced, on a first read of its kind, else 0.", []string{"store", "requested_by"}, nil)
 )
 
 // Describe implements prometheus.Collector; the registry reports its stores'
 // metrics, labelled by store key, when registered with a Prometheus registry.
 func (r *Registry) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{objectsDesc, receivedDesc, errorsDesc, syncedDesc, syncDurationDesc, consumersDesc} {
+	for _, d := range []*prometheus.Desc{objectsDesc, receivedDesc, errorsDesc, syncedDesc, syncDurationDesc, consumersDesc, lateDesc} {
 		ch <- d
 	}
 }
@@ -48,5 +52,10 @@ func (r *Registry) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(syncedDesc, prometheus.GaugeValue, synced, store)
 		ch <- prometheus.MustNewConstMetric(syncDurationDesc, prometheus.GaugeValue, info.Status.SyncDuration.Seconds(), store)
 		ch <- prometheus.MustNewConstMetric(consumersDesc, prometheus.GaugeValue, float64(len(info.Consumers)), store)
+		late, requestedBy := 0.0, ""
+		if info.Late {
+			late, requestedBy = 1, strings.Join(info.Consumers[:1], "")
+		}
+		ch <- prometheus.MustNewConstMetric(lateDesc, prometheus.GaugeValue, late, store, requestedBy)
 	}
 }
