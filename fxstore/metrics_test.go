@@ -1,10 +1,12 @@
 package fxstore_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -36,7 +38,7 @@ func TestMetrics(t *testing.T) {
 				continue
 			}
 			for _, m := range f.GetMetric() {
-				if m.GetLabel()[0].GetValue() == store {
+				if slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == "store" && l.GetValue() == store }) {
 					if m.Counter != nil {
 						return m.GetCounter().GetValue()
 					}
