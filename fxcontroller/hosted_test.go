@@ -1,0 +1,157 @@
+package fxcontroller_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/fxkube/fxkube/fxcontroller"
+	"github.com/fxkube/fxkube/fxstore"
+)
+
+// buildHosted builds, without starting, an app hosting opts, connected to
+// an API server it never reaches, and returns fx.New's error.
+func buildHosted(t *testing.T, opts ...fx.Option) error {
+	t.Helper()
+	app := fx.New(fx.NopLogger,
+		fx.Supply(&rest.Config{Host: "https://unconnected.invalid"}),
+		fxstore.Module,
+		fxcontroller.Module,
+		fx.Options(opts...),
+	)
+	return app.Err()
+}
+
+func setupConfigMaps(name string) func(manager.Manager) error {
+	return func(mgr manager.Manager) error {
+		return ctrl.NewControllerManagedBy(mgr).For(&corev1.ConfigMap{}).Named(name).Complete(noop)
+	}
+}
+
+func failingSetup(manager.Manager) error { return errors.New("no such flag") }
+
+func panickingSetup(manager.Manager) error { panic("nil map") }
+
+func TestSetupWithManagerBadInput(t *testing.T) {
+	tests := []struct {
+		name string
+		give []fx.Option
+		want []string // substrings of fx.New's error
+	}{
+		{
+			name: "setup returns an error",
+			give: []fx.Option{fxcontroller.SetupWithManager(failingSetup)},
+			want: []string{`hosted operator "fxcontroller_test.failingSetup": setup function fxcontroller_test.failingSetup: no such flag`},
+		},
+		{
+			name: "setup panics",
+			give: []fx.Option{fxcontroller.SetupWithManager(panickingSetup)},
+			want: []string{`setup function fxcontroller_test.panickingSetup panicked: nil map`},
+		},
+		{
+			name: "nil setup",
+			give: []fx.Option{fxcontroller.SetupWithManager(nil)},
+			want: []string{"fxcontroller.SetupWithManager: setup function is nil"},
+		},
+		{
+			name: "two hosted operators with one name",
+			give: []fx.Option{
+				fxcontroller.SetupWithManager(setupConfigMaps("a"), fxcontroller.WithName("ops")),
+				fxcontroller.SetupWithManager(setupConfigMaps("b"), fxcontroller.WithName("ops")),
+			},
+			want: []string{`hosted operator name "ops" is used by both`, "name them apart with fxcontroller.WithName"},
+		},
+		{
+			name: "an option of New",
+			give: []fx.Option{fxcontroller.SetupWithManager(setupConfigMaps("a"), fxcontroller.WithPredicates())},
+			want: []string{"WithPredicates is an option of fxcontroller.New; a hosted operator configures its controllers with the builder"},
+		},
+		{
+			name: "a selector that selects nothing",
+			give: []fx.Option{fxcontroller.SetupWithManager(setupConfigMaps("a"), fxcontroller.WithName("ops"),
+				fxcontroller.WithCacheOptions(crcache.Options{ByObject: map[client.Object]crcache.ByObject{
+					&corev1.ConfigMap{}: {Label: labels.Nothing()},
+				}}))},
+			want: []string{`hosted operator "ops": cache options of ops: ByObject[*v1.ConfigMap].label selector selects nothing`},
+		},
+		{
+			name: "an invalid namespace",
+			give: []fx.Option{fxcontroller.SetupWithManager(setupConfigMaps("a"), fxcontroller.WithName("ops"),
+				fxcontroller.WithCacheOptions(crcache.Options{DefaultNamespaces: map[string]crcache.Config{"Not_A_Namespace": {}}}))},
+			want: []string{`hosted operator "ops"`, `invalid namespace "Not_A_Namespace"`},
+		},
+		{
+			name: "a resync period",
+			give: []fx.Option{fxcontroller.SetupWithManager(setupConfigMaps("a"), fxcontroller.WithName("ops"),
+				fxcontroller.WithCacheOptions(crcache.Options{SyncPeriod: new(time.Minute)}))},
+			want: []string{"SyncPeriod is not supported: stores do not resync; return reconcile.Result{RequeueAfter: d} to reconcile periodically"},
+		},
+		{
+			name: "webhooks",
+			give: []fx.Option{fxcontroller.SetupWithManager(func(mgr manager.Manager) error {
+				mgr.GetWebhookServer().Register("/validate", &admission.Webhook{})
+				return nil
+			}, fxcontroller.WithName("ops"))},
+			want: []string{`hosted operator "ops": it registers webhooks ["/validate"], which fxkube does not serve yet`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := buildHosted(t, tt.give...)
+			require.Error(t, err)
+			for _, w := range tt.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
+
+// The manager façade refuses what only a manager of its own could do, with
+// an error that says what to do instead.
+func TestHostedManagerRefusals(t *testing.T) {
+	var mgr manager.Manager
+	require.NoError(t, buildHosted(t, fxcontroller.SetupWithManager(func(m manager.Manager) error {
+		mgr = m
+		return m.AddHealthzCheck("ping", healthz.Ping)
+	}, fxcontroller.WithName("ops"))))
+
+	assert.ErrorContains(t, mgr.Start(context.Background()), `hosted operator "ops": the app starts hosted managers; do not call mgr.Start`)
+	assert.ErrorContains(t, mgr.Add(manager.RunnableFunc(func(context.Context) error { return nil })),
+		"Add after its setup function returned: add runnables in the setup function")
+	assert.ErrorContains(t, mgr.AddMetricsServerExtraHandler("/debug", http.NotFoundHandler()), `extra handler "/debug" on the metrics server is not supported`)
+	assert.ErrorContains(t, mgr.GetCache().Start(context.Background()), "the app starts and stops its stores")
+	assert.ErrorContains(t, mgr.GetCache().RemoveInformer(context.Background(), &corev1.ConfigMap{}), "cannot be removed")
+
+	var cm corev1.ConfigMap
+	err := mgr.GetClient().Get(context.Background(), client.ObjectKey{Namespace: "a", Name: "b"}, &cm)
+	var notStarted *crcache.ErrCacheNotStarted
+	assert.ErrorAs(t, err, &notStarted, "reads before the app starts fail as controller-runtime's do")
+
+	assert.Equal(t, "https://unconnected.invalid", mgr.GetConfig().Host)
+	assert.NotNil(t, mgr.GetHTTPClient())
+	assert.NotNil(t, mgr.GetRESTMapper())
+	assert.NotNil(t, mgr.GetAPIReader())
+	assert.NotNil(t, mgr.GetEventRecorderFor("ops"))
+	assert.NotNil(t, mgr.GetEventRecorder("ops"))
+	assert.True(t, *mgr.GetControllerOptions().EnableWarmup, "controllers warm up before the sync barrier")
+	select {
+	case <-mgr.Elected():
+		t.Fatal("elected before the app started")
+	default:
+	}
+}
