@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
@@ -103,8 +105,33 @@ type hostResult struct {
 
 // Hosted is a controller-runtime operator hosted with SetupWithManager.
 type Hosted struct {
-	name string
-	info Info
+	name        string
+	info        Info
+	controllers map[string]reconcile.Reconciler // by controller name
+}
+
+// hostedController is a controller-runtime controller, as a hosted
+// operator's setup adds it.
+type hostedController interface {
+	manager.Runnable
+	reconcile.Reconciler
+	GetLogger() logr.Logger
+}
+
+// Controllers returns the names of the operator's controllers, sorted: the
+// names controller-runtime's builder gave them (Named, or the kind).
+func (h *Hosted) Controllers() []string { return slices.Sorted(maps.Keys(h.controllers)) }
+
+// Reconcile reconciles req now with the operator's controller named
+// controller, in the caller's goroutine, as controller-runtime's controller
+// does (panics recovered into errors); tests use it to drive a hosted
+// reconciler.
+func (h *Hosted) Reconcile(ctx context.Context, controller string, req reconcile.Request) (reconcile.Result, error) {
+	c, ok := h.controllers[controller]
+	if !ok {
+		return reconcile.Result{}, fmt.Errorf("hosted operator %q has no controller %q; it has %q", h.name, controller, h.Controllers())
+	}
+	return c.Reconcile(ctx, req)
 }
 
 // Name is the hosted operator's name (WithName), which consumes its stores.
@@ -147,7 +174,7 @@ func host(p hostParams, setupName string, setup func(manager.Manager) error, o o
 		cache:      c,
 		client:     cl,
 		recorders:  p.Recorders,
-		log:        zapr.NewLogger(log),
+		log:        logr.New(&namingSink{LogSink: zapr.NewLogger(log).GetSink()}),
 		webhooks:   &keptWebhooks{Server: webhook.NewServer(webhook.Options{})},
 		converters: &keptConverters{Registry: conversion.NewRegistry()},
 		elected:    make(chan struct{}),
@@ -160,9 +187,9 @@ func host(p hostParams, setupName string, setup func(manager.Manager) error, o o
 			// their stores sync with every other before any controller runs.
 			EnableWarmup:     new(true),
 			CacheSyncTimeout: syncTimeout,
-			Logger:           zapr.NewLogger(log),
 		},
 	}
+	m.controllerOptions.Logger = m.log
 	m.runnables = append(m.runnables, electedSignal{m.elected})
 
 	defer func() {
@@ -179,10 +206,18 @@ func host(p hostParams, setupName string, setup func(manager.Manager) error, o o
 	if err := errors.Join(m.webhooks.unserved(), m.converters.unserved()); err != nil {
 		return hostResult{}, fmt.Errorf("hosted operator %q: %w", o.name, err)
 	}
+	h := &Hosted{name: o.name, controllers: map[string]reconcile.Reconciler{}, info: Info{
+		Name: o.name, DeclaredBy: setupName, Writes: slices.Clone(o.writes), NeedsLeader: o.leaderElection,
+	}}
+	for _, rn := range m.runnables {
+		if c, ok := rn.(hostedController); ok {
+			if sink, ok := c.GetLogger().GetSink().(*namingSink); ok && sink.controller != "" {
+				h.controllers[sink.controller] = c
+			}
+		}
+	}
 	return hostResult{
-		Hosted: &Hosted{name: o.name, info: Info{
-			Name: o.name, DeclaredBy: setupName, Writes: slices.Clone(o.writes), NeedsLeader: o.leaderElection,
-		}},
+		Hosted:    h,
 		Runnables: m.runnables,
 		Checks:    m.checks,
 	}, nil
@@ -317,6 +352,49 @@ func (m *hostedManager) AddMetricsServerExtraHandler(path string, _ http.Handler
 // Start fails: the app starts what the manager holds.
 func (m *hostedManager) Start(context.Context) error {
 	return fmt.Errorf("hosted operator %q: the app starts hosted managers; do not call mgr.Start", m.name)
+}
+
+// namingSink passes log lines on to the app's logger and remembers the
+// "controller" value controller-runtime gives each controller's logger, so
+// that the app can tell hosted controllers by name.
+type namingSink struct {
+	logr.LogSink
+	controller string
+}
+
+var (
+	_ logr.CallDepthLogSink = (*namingSink)(nil)
+	_ zapr.Underlier        = (*namingSink)(nil)
+)
+
+func (s *namingSink) WithValues(kv ...any) logr.LogSink {
+	n := &namingSink{LogSink: s.LogSink.WithValues(kv...), controller: s.controller}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if k, _ := kv[i].(string); k == "controller" {
+			n.controller, _ = kv[i+1].(string)
+		}
+	}
+	return n
+}
+
+func (s *namingSink) WithName(name string) logr.LogSink {
+	return &namingSink{LogSink: s.LogSink.WithName(name), controller: s.controller}
+}
+
+func (s *namingSink) WithCallDepth(depth int) logr.LogSink {
+	if d, ok := s.LogSink.(logr.CallDepthLogSink); ok {
+		return &namingSink{LogSink: d.WithCallDepth(depth), controller: s.controller}
+	}
+	return s
+}
+
+// GetUnderlying returns the zap logger beneath, so that LoggerFrom works in
+// hosted reconcilers too.
+func (s *namingSink) GetUnderlying() *zap.Logger {
+	if u, ok := s.LogSink.(zapr.Underlier); ok {
+		return u.GetUnderlying()
+	}
+	return zap.NewNop()
 }
 
 // electedSignal closes elected when the app runs what needs leadership:

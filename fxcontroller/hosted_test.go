@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/fxkube/fxkube/fxcontroller"
@@ -77,6 +78,22 @@ func TestSetupWithManagerBadInput(t *testing.T) {
 			want: []string{`hosted operator name "ops" is used by both`, "name them apart with fxcontroller.WithName"},
 		},
 		{
+			name: "a hosted controller named as a native one",
+			give: []fx.Option{
+				fxcontroller.Provide(newRollout),
+				fxcontroller.SetupWithManager(setupConfigMaps("rollout"), fxcontroller.WithName("ops")),
+			},
+			want: []string{`controller name "rollout" is used by both fxcontroller_test.newRollout and hosted operator "ops"`},
+		},
+		{
+			name: "two hosted controllers with one name",
+			give: []fx.Option{
+				fxcontroller.SetupWithManager(setupConfigMaps("sync"), fxcontroller.WithName("a")),
+				fxcontroller.SetupWithManager(setupConfigMaps("sync"), fxcontroller.WithName("b")),
+			},
+			want: []string{`controller name "sync" is used by both hosted operator "a" and hosted operator "b"`},
+		},
+		{
 			name: "an option of New",
 			give: []fx.Option{fxcontroller.SetupWithManager(setupConfigMaps("a"), fxcontroller.WithPredicates())},
 			want: []string{"WithPredicates is an option of fxcontroller.New; a hosted operator configures its controllers with the builder"},
@@ -123,6 +140,25 @@ func TestSetupWithManagerBadInput(t *testing.T) {
 
 // The manager façade refuses what only a manager of its own could do, with
 // an error that says what to do instead.
+func TestHostedControllersAreKnownByName(t *testing.T) {
+	var hosted fxcontroller.HostedOperators
+	require.NoError(t, buildHosted(t,
+		fxcontroller.SetupWithManager(func(mgr manager.Manager) error {
+			if err := setupConfigMaps("first")(mgr); err != nil {
+				return err
+			}
+			// Unnamed: the builder names it after its kind.
+			return ctrl.NewControllerManagedBy(mgr).For(&corev1.Secret{}).Complete(noop)
+		}, fxcontroller.WithName("ops")),
+		fx.Populate(&hosted),
+	))
+	require.Len(t, hosted, 1)
+	assert.Equal(t, "ops", hosted[0].Name())
+	assert.Equal(t, []string{"first", "secret"}, hosted[0].Controllers())
+	_, err := hosted[0].Reconcile(context.Background(), "third", reconcile.Request{})
+	assert.ErrorContains(t, err, `hosted operator "ops" has no controller "third"; it has ["first" "secret"]`)
+}
+
 func TestHostedManagerRefusals(t *testing.T) {
 	var mgr manager.Manager
 	require.NoError(t, buildHosted(t, fxcontroller.SetupWithManager(func(m manager.Manager) error {

@@ -154,6 +154,21 @@ func collect(p collectParams) (collectResult, error) {
 		}
 	}
 	hosted := slices.SortedFunc(slices.Values(p.Hosted), func(a, b *Hosted) int { return strings.Compare(a.name, b.name) })
+	// Hosted controllers' names are unique in the app too, as
+	// controller-runtime's manager requires of its own.
+	names := map[string]string{}
+	for _, c := range cs {
+		names[c.name] = c.declaredBy
+	}
+	for _, h := range hosted {
+		for _, name := range h.Controllers() {
+			if by, ok := names[name]; ok {
+				errs = append(errs, fmt.Errorf("controller name %q is used by both %s and hosted operator %q; give each controller of the app its own name (the builder's Named)",
+					name, by, h.name))
+			}
+			names[name] = fmt.Sprintf("hosted operator %q", h.name)
+		}
+	}
 	for i := 1; i < len(hosted); i++ {
 		if a, b := hosted[i-1], hosted[i]; a.name == b.name {
 			errs = append(errs, fmt.Errorf("hosted operator name %q is used by both %s and %s; name them apart with fxcontroller.WithName",
