@@ -24,6 +24,11 @@ type Connection struct {
 	// Client reads from and writes to the API server directly, and
 	// watches; it is uncached.
 	Client client.WithWatch
+	// NewClient makes the other clients of the connection, such as a
+	// hosted operator's cached client, from Config and options naming
+	// HTTPClient, Mapper and a cache reader. Defaults to controller-runtime's
+	// client.New; tests replace it to write to a fake.
+	NewClient client.NewClientFunc
 }
 
 // Module provides the app's *Connection, built from the app's *rest.Config
@@ -45,5 +50,5 @@ func New(cfg *rest.Config, scheme *k8sruntime.Scheme) (*Connection, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client for %s: %w", cfg.Host, err)
 	}
-	return &Connection{Config: cfg, HTTPClient: hc, Mapper: mapper, Client: c}, nil
+	return &Connection{Config: cfg, HTTPClient: hc, Mapper: mapper, Client: c, NewClient: client.New}, nil
 }

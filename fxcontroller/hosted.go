@@ -243,7 +243,11 @@ func cachedClient(p hostParams, c *fxstore.Cache, opts *client.Options) (client.
 	}
 	cacheOpts.Reader = c
 	o.Cache = &cacheOpts
-	cl, err := client.New(p.Connection.Config, o)
+	newClient := p.Connection.NewClient
+	if newClient == nil {
+		newClient = client.New
+	}
+	cl, err := newClient(p.Connection.Config, o)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}

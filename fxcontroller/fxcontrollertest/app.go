@@ -2,6 +2,8 @@ package fxcontrollertest
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"slices"
 	"testing"
 
@@ -9,9 +11,11 @@ import (
 	"go.uber.org/fx/fxtest"
 	"go.uber.org/zap/zaptest"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/fxkube/fxkube/connection"
 	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/fxstore/fxstoretest"
@@ -28,14 +32,58 @@ import (
 // With fxstoretest.Module, which runs the app's lifecycle, controllers run as
 // they would in production:
 //
-//	fx.New(fxstoretest.Module(objs...), fxcontrollertest.Module, rollout.Module)
+//		fx.New(fxstoretest.Module(objs...), fxcontrollertest.Module, rollout.Module)
+//	  - as the *connection.Connection, one whose clients are that fake client,
+//	    so that operators hosted with fxcontroller.SetupWithManager read from
+//	    their cache over the in-memory stores and write to the fake client.
 var Module = fx.Options(
 	fxcontroller.Collect,
 	fx.Provide(
 		func(src *fxstoretest.Source) client.Client { return src.Client() },
 		fx.Annotate(NewRecorder, fx.As(fx.Self()), fx.As(new(fxcontroller.RecorderProvider))),
+		newConnection,
 	),
 )
+
+// newConnection is a connection whose clients are src's fake client; it
+// sends no request anywhere.
+func newConnection(src *fxstoretest.Source) *connection.Connection {
+	return &connection.Connection{
+		Config:     &rest.Config{Host: "https://fxcontrollertest.invalid"},
+		HTTPClient: &http.Client{Transport: refuseRequests{}},
+		Mapper:     src.Client().RESTMapper(),
+		Client:     src.Client(),
+		NewClient: func(_ *rest.Config, o client.Options) (client.Client, error) {
+			if o.Cache == nil || o.Cache.Reader == nil {
+				return src.Client(), nil
+			}
+			return cachedReads{WithWatch: src.Client(), cache: o.Cache.Reader}, nil
+		},
+	}
+}
+
+// cachedReads reads from a hosted operator's cache and writes to the fake
+// client, as a manager's client reads from its cache and writes to the API
+// server.
+type cachedReads struct {
+	client.WithWatch
+	cache client.Reader
+}
+
+func (c cachedReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	return c.cache.Get(ctx, key, obj, opts...)
+}
+
+func (c cachedReads) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	return c.cache.List(ctx, list, opts...)
+}
+
+// refuseRequests fails every request: fxcontrollertest has no API server.
+type refuseRequests struct{}
+
+func (refuseRequests) RoundTrip(req *http.Request) (*http.Response, error) {
+	return nil, fmt.Errorf("fxcontrollertest: no API server to send %s %s to; read and write through the app's clients", req.Method, req.URL)
+}
 
 // App is an fx app of controller modules whose stores are synced from an
 // in-memory source and whose controllers do not run: a test calls Reconcile
@@ -43,6 +91,7 @@ var Module = fx.Options(
 type App struct {
 	tb          testing.TB
 	controllers fxcontroller.Controllers
+	hosted      fxcontroller.HostedOperators
 	source      *fxstoretest.Source
 	registry    *fxstore.Registry
 	recorder    *Recorder
@@ -63,7 +112,7 @@ func New(tb testing.TB, module fx.Option, objs ...client.Object) *App {
 		fx.Provide(func(scheme *k8sruntime.Scheme) *fxstoretest.Source { return fxstoretest.NewSource(scheme, objs...) }),
 		Module,
 		module,
-		fx.Populate(&a.controllers, &a.source, &a.registry, &a.recorder),
+		fx.Populate(&a.controllers, &a.hosted, &a.source, &a.registry, &a.recorder),
 	)
 	app.RequireStart()
 	tb.Cleanup(app.RequireStop)
@@ -73,22 +122,34 @@ func New(tb testing.TB, module fx.Option, objs ...client.Object) *App {
 
 // Reconcile reconciles the object key names with the named controller, in
 // the caller's goroutine, as the running controller would (see
-// fxcontroller.Controller.Reconcile). The stores see what earlier reconciles
-// wrote once their watches deliver it, as from an API server; read through
-// Client to see it at once.
+// fxcontroller.Controller.Reconcile): a native one, or one of an operator
+// hosted with fxcontroller.SetupWithManager, whose cached client reads from
+// the in-memory stores. The stores see what earlier reconciles wrote once
+// their watches deliver it, as from an API server; read through Client to
+// see it at once.
 func (a *App) Reconcile(ctx context.Context, controller string, key client.ObjectKey) (reconcile.Result, error) {
-	return a.Controller(controller).Reconcile(ctx, reconcile.Request{NamespacedName: key})
+	a.tb.Helper()
+	req := reconcile.Request{NamespacedName: key}
+	for _, h := range a.hosted {
+		if slices.Contains(h.Controllers(), controller) {
+			return h.Reconcile(ctx, controller, req)
+		}
+	}
+	return a.Controller(controller).Reconcile(ctx, req)
 }
 
-// Controller returns the app's controller with the given name; there being
-// none fails the test.
+// Controller returns the app's native controller with the given name; there
+// being none fails the test.
 func (a *App) Controller(name string) *fxcontroller.Controller {
 	a.tb.Helper()
 	i := slices.IndexFunc(a.controllers, func(c *fxcontroller.Controller) bool { return c.Name() == name })
 	if i < 0 {
-		names := make([]string, len(a.controllers))
-		for i, c := range a.controllers {
-			names[i] = c.Name()
+		var names []string
+		for _, c := range a.controllers {
+			names = append(names, c.Name())
+		}
+		for _, h := range a.hosted {
+			names = append(names, h.Controllers()...)
 		}
 		a.tb.Fatalf("fxcontrollertest: no controller named %q; the app has %q", name, names)
 	}

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/tools/reference"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
@@ -23,7 +24,10 @@ type Recorder struct {
 	events []Event
 }
 
-var _ fxcontroller.RecorderProvider = (*Recorder)(nil)
+var (
+	_ fxcontroller.RecorderProvider = (*Recorder)(nil)
+	_ recorder.Provider             = (*Recorder)(nil)
+)
 
 // NewRecorder returns an empty Recorder that refers to typed objects through
 // scheme.
@@ -65,6 +69,14 @@ func (r *Recorder) GetEventRecorder(name string) recorder.EventRecorder {
 	return &namedRecorder{r: r, name: name}
 }
 
+// GetEventRecorderFor implements controller-runtime's recorder.Provider: its
+// core/v1 events are kept the same way, without an action.
+//
+// Deprecated: use GetEventRecorder, as controller-runtime says.
+func (r *Recorder) GetEventRecorderFor(name string) record.EventRecorder {
+	return &coreRecorder{r: r, name: name}
+}
+
 func (r *Recorder) record(name string, regarding, related k8sruntime.Object, annotations map[string]string, eventtype, reason, action, note string, args ...any) {
 	e := Event{
 		Controller:  name,
@@ -103,4 +115,21 @@ func (n *namedRecorder) Eventf(regarding, related k8sruntime.Object, eventtype, 
 
 func (n *namedRecorder) AnnotatedEventf(regarding, related k8sruntime.Object, annotations map[string]string, eventtype, reason, action, note string, args ...any) {
 	n.r.record(n.name, regarding, related, annotations, eventtype, reason, action, note, args...)
+}
+
+type coreRecorder struct {
+	r    *Recorder
+	name string
+}
+
+func (c *coreRecorder) Event(obj k8sruntime.Object, eventtype, reason, message string) {
+	c.r.record(c.name, obj, nil, nil, eventtype, reason, "", "%s", message)
+}
+
+func (c *coreRecorder) Eventf(obj k8sruntime.Object, eventtype, reason, format string, args ...any) {
+	c.r.record(c.name, obj, nil, nil, eventtype, reason, "", format, args...)
+}
+
+func (c *coreRecorder) AnnotatedEventf(obj k8sruntime.Object, annotations map[string]string, eventtype, reason, format string, args ...any) {
+	c.r.record(c.name, obj, nil, annotations, eventtype, reason, "", format, args...)
 }

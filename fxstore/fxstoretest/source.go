@@ -3,6 +3,7 @@ package fxstoretest
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 
@@ -36,11 +37,29 @@ var _ fxstore.Source = (*Source)(nil)
 // NewSource returns a Source holding objs. Types must be in scheme, except
 // for unstructured objects. The client's REST mapper knows every kind in
 // scheme, as namespaced unless built-in and cluster-scoped, so that
-// handler.EnqueueRequestForOwner works with it.
+// handler.EnqueueRequestForOwner works with it. Every kind whose Go type has
+// a Status field has a status subresource, as kubebuilder's
+// +kubebuilder:subresource:status gives CRDs, so Status().Update works.
 func NewSource(scheme *k8sruntime.Scheme, objs ...client.Object) *Source {
 	return &Source{client: fake.NewClientBuilder().WithScheme(scheme).
 		WithRESTMapper(testrestmapper.TestOnlyStaticRESTMapper(scheme)).
+		WithStatusSubresource(withStatus(scheme)...).
 		WithObjects(objs...).Build()}
+}
+
+// withStatus returns an example of each kind of scheme whose Go type has a
+// Status field.
+func withStatus(scheme *k8sruntime.Scheme) []client.Object {
+	var objs []client.Object
+	for _, typ := range scheme.AllKnownTypes() {
+		if f, ok := typ.FieldByName("Status"); !ok || f.Type.Kind() != reflect.Struct {
+			continue
+		}
+		if obj, ok := reflect.New(typ).Interface().(client.Object); ok {
+			objs = append(objs, obj)
+		}
+	}
+	return objs
 }
 
 // Client returns the client holding the source's objects. Creating,
