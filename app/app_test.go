@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,8 +16,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/yaml"
 
@@ -139,4 +145,60 @@ func TestRBAC(t *testing.T) {
 
 	_, err = execute(t, nil, "rbac", "--service-account", "nope")
 	require.ErrorContains(t, err, `--service-account "nope": want namespace/name`)
+}
+
+// octopusKind is a custom kind whose plural is irregular.
+var octopusKind = schema.GroupVersionKind{Group: "sea.example.com", Version: "v1", Kind: "Octopus"}
+
+const octopusCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: octopodes.sea.example.com
+spec:
+  group: sea.example.com
+  names: {kind: Octopus, listKind: OctopusList, plural: octopodes, singular: octopus}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+`
+
+// tentacles is a controller-runtime operator, hosted: it reconciles
+// Octopuses and owns ConfigMaps, as its SetupWithManager says.
+var tentacles = fxcontroller.SetupWithManager(func(mgr manager.Manager) error {
+	octopus := &unstructured.Unstructured{}
+	octopus.SetGroupVersionKind(octopusKind)
+	return ctrl.NewControllerManagedBy(mgr).For(octopus).Owns(&corev1.ConfigMap{}).Named("tentacles").Complete(nop)
+}, fxcontroller.WithName("sea-operator"), fxcontroller.Writes(corev1.Resource("configmaps"), "create", "delete"))
+
+func TestDescribeHostedOperators(t *testing.T) {
+	out, err := execute(t, []fx.Option{deploys, tentacles}, "describe")
+	require.NoError(t, err)
+	t.Log(out)
+	assert.Contains(t, out, "ConfigMap/v1 (all namespaces)\n    consumers: app_test.newDeploys, sea-operator\n",
+		"the hosted operator's kinds are declared without a cluster, and share stores")
+	assert.Contains(t, out, "Octopus.sea.example.com/v1 (all namespaces, unstructured)\n    consumers: sea-operator\n")
+	assert.Contains(t, out, "Hosted controller-runtime operators (their stores name them as consumers):\n  sea-operator (set up by app_test.init.func")
+	assert.Contains(t, out, "    controllers: tentacles\n    writes:  configmaps (create,delete)\n")
+}
+
+func TestRBACNamesResourcesThroughMappings(t *testing.T) {
+	_, err := execute(t, []fx.Option{tentacles}, "rbac")
+	require.ErrorContains(t, err, "pass the CRDs of custom kinds with --crds, or ask the cluster with --discover")
+	assert.ErrorContains(t, err, `store Octopus.sea.example.com/v1 (all namespaces, unstructured)`)
+
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "sea.example.com_octopodes.yaml"), []byte(octopusCRD), 0o600))
+	out, err := execute(t, []fx.Option{tentacles}, "rbac", "--crds", dir)
+	require.NoError(t, err)
+	var cr rbacv1.ClusterRole
+	require.NoError(t, yaml.UnmarshalStrict([]byte(strings.Split(out, "---\n")[0]), &cr))
+	assert.Equal(t, []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "delete", "get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		{APIGroups: []string{"sea.example.com"}, Resources: []string{"octopodes"}, Verbs: []string{"get", "list", "watch"}},
+	}, cr.Rules, "the CRD's own plural, not a guess")
 }

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -32,9 +33,10 @@ type Graph struct {
 
 // Hosted is one hosted operator of the Graph.
 type Hosted struct {
-	Name       string   `json:"name"`
-	DeclaredBy string   `json:"declaredBy"`
-	Writes     []string `json:"writes,omitempty"`
+	Name        string   `json:"name"`
+	DeclaredBy  string   `json:"declaredBy"`
+	Controllers []string `json:"controllers,omitempty"`
+	Writes      []string `json:"writes,omitempty"`
 }
 
 // Store is one store of the Graph.
@@ -81,6 +83,11 @@ func (a *app) graphOf() (*fxstore.Registry, fxcontroller.Controllers, fxcontroll
 	fxApp := fx.New(fx.NopLogger, a.graph(unconnected, zap.NewNop()), fx.Populate(&reg, &ctrls, &hosted))
 	if err := fxApp.Err(); err != nil {
 		return nil, nil, nil, err
+	}
+	for _, h := range hosted {
+		if err := h.Declare(context.Background()); err != nil {
+			return nil, nil, nil, err
+		}
 	}
 	return reg, ctrls, hosted, nil
 }
@@ -130,7 +137,7 @@ func NewGraph(reg *fxstore.Registry, ctrls fxcontroller.Controllers, hosted fxco
 	g.Informers = len(g.Stores)
 	for _, h := range hosted {
 		info := h.Info()
-		gh := Hosted{Name: info.Name, DeclaredBy: info.DeclaredBy}
+		gh := Hosted{Name: info.Name, DeclaredBy: info.DeclaredBy, Controllers: h.Controllers()}
 		for _, w := range info.Writes {
 			gh.Writes = append(gh.Writes, w.String())
 		}
@@ -153,7 +160,7 @@ func (a *app) describeCommand() *cobra.Command {
                "controllers": [...], "indexes": [...], "late"}],
    "controllers": [{"name", "declaredBy", "primary", "secondary": [...],
                     "writes": [...], "needsLeader"}],
-   "hosted": [{"name", "declaredBy", "writes": [...]}]}
+   "hosted": [{"name", "declaredBy", "controllers": [...], "writes": [...]}]}
 Store keys in "primary" and "secondary" match a store's "key".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -207,6 +214,9 @@ func (g Graph) WriteText(w io.Writer) {
 		fmt.Fprintln(w, "\nHosted controller-runtime operators (their stores name them as consumers):")
 		for _, h := range g.Hosted {
 			fmt.Fprintf(w, "  %s (set up by %s)\n", h.Name, h.DeclaredBy)
+			if len(h.Controllers) > 0 {
+				fmt.Fprintf(w, "    controllers: %s\n", strings.Join(h.Controllers, ", "))
+			}
 			for _, wr := range h.Writes {
 				fmt.Fprintf(w, "    writes:  %s\n", wr)
 			}

@@ -3,18 +3,27 @@ package app
 import (
 	"bytes"
 	"cmp"
+	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fxkube/fxkube/connection"
 	"github.com/fxkube/fxkube/fxcontroller"
 )
 
@@ -50,7 +59,7 @@ func (s rbacScope) rules() []rbacv1.PolicyRule {
 // rbac returns the RBAC objects the app needs, bound to the service account
 // namespace/name: a ClusterRole for what spans namespaces, and a Role in each
 // namespace that every store of some resource is confined to.
-func (a *app) rbac(saNamespace, saName string) ([]any, error) {
+func (a *app) rbac(saNamespace, saName string, mapper meta.RESTMapper) ([]any, error) {
 	reg, ctrls, hosted, err := a.graphOf()
 	if err != nil {
 		return nil, err
@@ -58,13 +67,21 @@ func (a *app) rbac(saNamespace, saName string) ([]any, error) {
 	// Reads: a resource all of whose stores name one namespace is read
 	// through a Role there; otherwise through the ClusterRole.
 	namespaces := map[schema.GroupResource]map[string]bool{}
+	var unmapped []error
 	for _, s := range reg.Stores() {
-		gvr, _ := meta.UnsafeGuessKindToResource(s.Key.Kind)
-		gr := gvr.GroupResource()
+		mapping, err := mapper.RESTMapping(s.Key.Kind.GroupKind(), s.Key.Kind.Version)
+		if err != nil {
+			unmapped = append(unmapped, fmt.Errorf("store %s: %w", s.Key, err))
+			continue
+		}
+		gr := mapping.Resource.GroupResource()
 		if namespaces[gr] == nil {
 			namespaces[gr] = map[string]bool{}
 		}
 		namespaces[gr][s.Key.Namespace] = true
+	}
+	if len(unmapped) > 0 {
+		return nil, fmt.Errorf("name the resources of the stores' kinds: pass the CRDs of custom kinds with --crds, or ask the cluster with --discover:\n%w", errors.Join(unmapped...))
 	}
 	cluster := rbacScope{}
 	inNamespace := map[string]rbacScope{}
@@ -85,7 +102,11 @@ func (a *app) rbac(saNamespace, saName string) ([]any, error) {
 		infos = append(infos, c.Info())
 	}
 	for _, h := range hosted {
-		infos = append(infos, h.Info())
+		// Hosted operators may also record core/v1 Events
+		// (mgr.GetEventRecorderFor).
+		info := h.Info()
+		info.Writes = append(info.Writes, coreEventsWrite)
+		infos = append(infos, info)
 	}
 	for _, info := range infos {
 		for _, w := range append(info.Writes, fxcontroller.EventsWrite) {
@@ -124,6 +145,91 @@ func (a *app) rbac(saNamespace, saName string) ([]any, error) {
 	return objs, nil
 }
 
+// coreEventsWrite is what a core/v1 event recorder needs.
+var coreEventsWrite = fxcontroller.Write{Resource: schema.GroupResource{Resource: "events"}, Verbs: []string{"create", "patch"}}
+
+// rbacMapper names the resources of kinds for rbac: through discovery with
+// --discover; otherwise from the CRDs given and, for the kinds built into
+// Kubernetes, by their regular plurals.
+func (a *app) rbacMapper(discover bool, crds []string) (meta.RESTMapper, error) {
+	if discover {
+		cfg, err := config.GetConfig()
+		if err != nil {
+			return nil, fmt.Errorf("--discover: load kubeconfig: %w; pass --kubeconfig", err)
+		}
+		conn, err := connection.New(cfg, clientgoscheme.Scheme)
+		if err != nil {
+			return nil, fmt.Errorf("--discover: %w", err)
+		}
+		return conn.Mapper, nil
+	}
+	// rbac needs only the resources' names, not their scopes.
+	mapper := meta.NewDefaultRESTMapper(nil)
+	for gvk := range clientgoscheme.Scheme.AllKnownTypes() {
+		// Kubernetes names its own resources by these regular plurals.
+		plural, singular := meta.UnsafeGuessKindToResource(gvk)
+		mapper.AddSpecific(gvk, plural, singular, meta.RESTScopeNamespace)
+	}
+	for _, path := range crds {
+		defs, err := readCRDs(path)
+		if err != nil {
+			return nil, fmt.Errorf("--crds: %w", err)
+		}
+		for _, crd := range defs {
+			scope := meta.RESTScopeNamespace
+			if crd.Spec.Scope == apiextensionsv1.ClusterScoped {
+				scope = meta.RESTScopeRoot
+			}
+			for _, v := range crd.Spec.Versions {
+				gv := schema.GroupVersion{Group: crd.Spec.Group, Version: v.Name}
+				mapper.AddSpecific(gv.WithKind(crd.Spec.Names.Kind), gv.WithResource(crd.Spec.Names.Plural), gv.WithResource(crd.Spec.Names.Singular), scope)
+			}
+		}
+	}
+	return mapper, nil
+}
+
+// readCRDs reads the CustomResourceDefinitions in the YAML file at path, or
+// in the .yaml and .yml files of the directory at path (as kubebuilder's
+// config/crd/bases holds them).
+func readCRDs(path string) ([]apiextensionsv1.CustomResourceDefinition, error) {
+	files := []string{path}
+	if info, err := os.Stat(path); err != nil {
+		return nil, err
+	} else if info.IsDir() {
+		entries, err := os.ReadDir(path)
+		if err != nil {
+			return nil, err
+		}
+		files = files[:0]
+		for _, e := range entries {
+			if ext := filepath.Ext(e.Name()); !e.IsDir() && (ext == ".yaml" || ext == ".yml") {
+				files = append(files, filepath.Join(path, e.Name()))
+			}
+		}
+	}
+	var crds []apiextensionsv1.CustomResourceDefinition
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for {
+			var crd apiextensionsv1.CustomResourceDefinition
+			if err := dec.Decode(&crd); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				return nil, fmt.Errorf("%s: %w", f, err)
+			}
+			if crd.Kind == "CustomResourceDefinition" {
+				crds = append(crds, crd)
+			}
+		}
+	}
+	return crds, nil
+}
+
 // yamlDocuments renders objects as one multi-document YAML stream.
 func yamlDocuments(objs []any) ([]byte, error) {
 	var buf bytes.Buffer
@@ -141,7 +247,11 @@ func yamlDocuments(objs []any) ([]byte, error) {
 }
 
 func (a *app) rbacCommand() *cobra.Command {
-	var serviceAccount string
+	var (
+		serviceAccount string
+		discover       bool
+		crds           []string
+	)
 	cmd := &cobra.Command{
 		Use:   "rbac",
 		Short: "Print the RBAC the declared stores and controllers need, as YAML for kubectl apply -f -",
@@ -150,16 +260,28 @@ func (a *app) rbacCommand() *cobra.Command {
 Stores need get, list and watch on their resource: through a Role in a
 namespace when every store of the resource is confined to it, else through
 the ClusterRole. Controllers need what they declared with fxcontroller.Writes,
-and to create and patch events. With --leader-elect, the Role in the lease's
-namespace covers the Lease. Resources are named from kinds by Kubernetes'
-usual plural rule; check irregular CRD plurals.`,
+and to create and patch events. Hosted controller-runtime operators
+(fxcontroller.SetupWithManager) need what their setup declared with the
+fxcontroller.Writes option — writes cannot be read from Go code, so declare
+every kind the operator creates, updates, patches or deletes, and its status
+updates ("tasks/status") — and to create and patch core/v1 events too. With
+--leader-elect, the Role in the lease's namespace covers the Lease.
+
+Resources are named through REST mappings: with --discover, the cluster's
+discovery; otherwise, for custom kinds, the CRDs given with --crds (whose
+plurals may be irregular), and for kinds built into Kubernetes, their
+plurals. A store of a custom kind neither gives is an error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ns, name, ok := strings.Cut(serviceAccount, "/")
 			if !ok || ns == "" || name == "" {
 				return fmt.Errorf("--service-account %q: want namespace/name", serviceAccount)
 			}
-			objs, err := a.rbac(ns, name)
+			mapper, err := a.rbacMapper(discover, crds)
+			if err != nil {
+				return err
+			}
+			objs, err := a.rbac(ns, name, mapper)
 			if err != nil {
 				return err
 			}
@@ -172,5 +294,7 @@ usual plural rule; check irregular CRD plurals.`,
 		},
 	}
 	cmd.Flags().StringVar(&serviceAccount, "service-account", "default/"+a.name, "namespace/name of the service account the app runs as")
+	cmd.Flags().BoolVar(&discover, "discover", false, "name resources through the discovery of the cluster of --kubeconfig")
+	cmd.Flags().StringSliceVar(&crds, "crds", nil, "CRD manifests (files, or directories such as config/crd/bases) naming the resources of custom kinds")
 	return cmd
 }

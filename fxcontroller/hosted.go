@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -108,6 +109,33 @@ type Hosted struct {
 	name        string
 	info        Info
 	controllers map[string]reconcile.Reconciler // by controller name
+}
+
+// Declare has the operator's controllers ask for their stores as they do
+// when they start (controller-runtime's builder asks for the kinds of For,
+// Owns and Watches only then), without starting anything, so that an app
+// that is built but not started knows every store: describe and rbac use
+// it. Call it only on an app that will not start, before it would; it
+// returns once every controller has asked.
+func (h *Hosted) Declare(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the controllers' queues and sources
+	var errs []error
+	for _, name := range h.Controllers() {
+		w, ok := h.controllers[name].(interface{ Warmup(context.Context) error })
+		if !ok {
+			continue
+		}
+		// Its sources ask for their stores, then fail to sync: nothing
+		// runs before the app starts.
+		if err := w.Warmup(ctx); err != nil && !strings.Contains(err.Error(), "cache did not sync") {
+			errs = append(errs, fmt.Errorf("controller %q: %w", name, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("hosted operator %q: %w", h.name, err)
+	}
+	return nil
 }
 
 // hostedController is a controller-runtime controller, as a hosted

@@ -418,7 +418,7 @@ func (c *Cache) ready(ctx context.Context, k cacheKind, example client.Object) (
 		return nil, &crcache.ErrCacheNotStarted{}
 	}
 	if c.opts.ReaderFailOnMissingInformer && !c.has(k) {
-		return nil, &crcache.ErrResourceNotCached{}
+		return nil, &crcache.ErrResourceNotCached{GVK: k.gvk}
 	}
 	ck, err := c.kind(k, example)
 	if err != nil {
@@ -427,11 +427,14 @@ func (c *Cache) ready(ctx context.Context, k cacheKind, example client.Object) (
 	return ck, c.waitFor(ctx, ck)
 }
 
+// has reports whether k has stores, or will have once it resolves: an
+// index declares them, as controller-runtime's IndexField makes an informer.
 func (c *Cache) has(k cacheKind) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, ok := c.kinds[k]
-	return ok
+	_, declared := c.pending[k]
+	return ok || declared
 }
 
 func (c *Cache) waitFor(ctx context.Context, ck *cachedKind) error {
@@ -714,6 +717,11 @@ func (c *Cache) Start(context.Context) error {
 // WaitForCacheSync implements cache.Informers: it waits until every store
 // the cache has resolved has synced, or ctx ends.
 func (c *Cache) WaitForCacheSync(ctx context.Context) bool {
+	if !c.registry.isStarted() {
+		// Nothing syncs before the app starts; a controller warmed up then
+		// only declares its stores (see fxcontroller's Hosted.Declare).
+		return false
+	}
 	c.mu.Lock()
 	kinds := slices.Collect(maps.Values(c.kinds))
 	c.mu.Unlock()
