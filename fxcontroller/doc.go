@@ -63,6 +63,14 @@
 // was; its update then fails with a conflict and the request is retried,
 // which is what controller-runtime's cached client does too.
 //
+// # Hosting controller-runtime operators
+//
+// SetupWithManager runs an existing operator's setup (its SetupWithManager
+// calls, field indexes, runnables and checks) unchanged, on a
+// manager.Manager façade over the app: its cache is an fxstore.Cache over
+// the app's registry, so its informers are the app's shared stores, and
+// what it runs runs under the app's lifecycle. See SetupWithManager.
+//
 // # What a controller declares
 //
 // Info reports a controller's name, stores and declared writes, from which

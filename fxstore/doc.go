@@ -21,4 +21,9 @@
 //
 // Reads return the cached objects without copying them. They are shared by
 // every consumer: never modify one; DeepCopy it first.
+//
+// NewCache serves code written for controller-runtime: a cache.Cache whose
+// informers are the registry's stores, with controller-runtime's read
+// semantics (deep copies, namespaced field indexes, stores started on a
+// kind's first read).
 package fxstore

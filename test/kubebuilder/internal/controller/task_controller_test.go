@@ -21,10 +21,17 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// module hosts the operator, unchanged, as a binary's module would.
+// module hosts the Task operator, unchanged: Setup is what its cmd/main.go
+// would call between ctrl.NewManager and mgr.Start.
 var module = fx.Module("task",
 	fxstore.AddToScheme(batchv1.AddToScheme),
-	fxcontroller.SetupWithManager(controller.Setup, fxcontroller.WithName("task-operator")),
+	fxcontroller.SetupWithManager(controller.Setup,
+		fxcontroller.WithName("task-operator"),
+		// Writes cannot be read from Go code: declare them for `rbac`.
+		fxcontroller.Writes(batchv1.GroupVersion.WithResource("tasks").GroupResource(), "update"),
+		fxcontroller.Writes(batchv1.GroupVersion.WithResource("tasks/status").GroupResource(), "update"),
+		fxcontroller.Writes(k8sbatchv1.Resource("jobs"), "create", "delete"),
+	),
 )
 
 // The hosted operator's reconciler runs without an API server, reading
