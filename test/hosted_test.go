@@ -2,8 +2,11 @@ package test
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fxkube/fxkube/app"
@@ -231,4 +235,59 @@ func grantConfigMapsOnly(t *testing.T, kube kubernetes.Interface, user string) *
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	return testenv.User(t, user)
+}
+
+// A hosted operator's runnables, checks and Elected run under the app's
+// lifecycle: runnables after every store has synced, checks on the app's
+// probe endpoints.
+func TestHostedManagerRunsUnderTheAppsLifecycle(t *testing.T) {
+	var (
+		ready   atomic.Bool
+		started = make(chan bool, 1) // whether the stores had synced
+		mgr     ctrl.Manager
+	)
+	probes := testenv.LoopbackAddr(t)
+	fxApp := newApp(t, testenv.Config(t), lifecycle.Config{HealthProbeBindAddress: probes},
+		fxcontroller.Module,
+		fxcontroller.SetupWithManager(func(m ctrl.Manager) error {
+			mgr = m
+			if err := m.GetFieldIndexer().IndexField(t.Context(), &corev1.ConfigMap{}, "data.owner", func(o client.Object) []string {
+				return []string{o.(*corev1.ConfigMap).Data["owner"]}
+			}); err != nil {
+				return err
+			}
+			if err := m.AddReadyzCheck("warm", func(*http.Request) error {
+				if !ready.Load() {
+					return errors.New("not warm yet")
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+			return m.Add(manager.RunnableFunc(func(ctx context.Context) error {
+				var cms corev1.ConfigMapList
+				err := m.GetClient().List(ctx, &cms, client.MatchingFields{"data.owner": "nobody"})
+				started <- err == nil
+				<-ctx.Done()
+				return nil
+			}))
+		}, fxcontroller.WithName("lifecycle-operator")),
+	)
+	fxApp.RequireStart()
+	defer fxApp.RequireStop()
+
+	select {
+	case ok := <-started:
+		assert.True(t, ok, "the runnable reads through the cache: its store has synced")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the runnable did not start")
+	}
+	select {
+	case <-mgr.Elected():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Elected is not closed once the app runs")
+	}
+	assert.Equal(t, http.StatusServiceUnavailable, status(probes, "/readyz"), "the operator's failing readyz check fails /readyz")
+	ready.Store(true)
+	assert.Equal(t, http.StatusOK, status(probes, "/readyz"))
 }
