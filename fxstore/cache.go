@@ -313,10 +313,10 @@ func specFor(namespace string, cfg crcache.Config) Spec {
 // that equal transforms share stores; controller-runtime's
 // TransformStripManagedFields is fxstore's default.
 func transformOf(fn toolscache.TransformFunc) Transform {
-	if fn == nil || fnPtr(fn) == fnPtr(StripManagedFields.Func) {
+	if fn == nil || funcIdentity(fn) == funcIdentity(StripManagedFields.Func) {
 		return StripManagedFields
 	}
-	return Transform{Name: caller.FuncName(fnPtr(fn)), Func: fn}
+	return Transform{Name: "func at " + funcIdentity(fn), Func: fn}
 }
 
 // kindOf returns the kind and projection of obj, and an example object of
@@ -412,13 +412,14 @@ func (c *Cache) kind(k cacheKind, example client.Object) (*cachedKind, error) {
 
 // ready returns the stores of obj's kind once they have synced, waiting for
 // stores started late. Before the registry starts, it fails with
-// controller-runtime's ErrCacheNotStarted.
+// controller-runtime's ErrCacheNotStarted; with ReaderFailOnMissingInformer,
+// a kind without stores fails first, with ErrResourceNotCached, as there.
 func (c *Cache) ready(ctx context.Context, k cacheKind, example client.Object) (*cachedKind, error) {
-	if !c.registry.isStarted() {
-		return nil, &crcache.ErrCacheNotStarted{}
-	}
 	if c.opts.ReaderFailOnMissingInformer && !c.has(k) {
 		return nil, &crcache.ErrResourceNotCached{GVK: k.gvk}
+	}
+	if !c.registry.isStarted() {
+		return nil, &crcache.ErrCacheNotStarted{}
 	}
 	ck, err := c.kind(k, example)
 	if err != nil {

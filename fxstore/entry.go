@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,7 +34,7 @@ type entry struct {
 	notSynced  error
 	transform  Transform
 	startedAt  time.Time
-	indexFuncs map[string]uintptr
+	indexFuncs map[string]string
 
 	late bool // set before the store starts
 
@@ -52,7 +54,7 @@ func newEntry(key Key, example k8sruntime.Object, t Transform, r *Registry) *ent
 		key:        key,
 		registry:   r,
 		transform:  t,
-		indexFuncs: make(map[string]uintptr),
+		indexFuncs: make(map[string]string),
 		syncedCh:   make(chan struct{}),
 		notSynced:  &StoreError{Key: key, Err: ErrNotSynced},
 	}
@@ -69,15 +71,15 @@ func newEntry(key Key, example k8sruntime.Object, t Transform, r *Registry) *ent
 // add records one more request for the store: its consumer and indexes.
 // The registry's lock is held.
 func (e *entry) add(t Transform, req request) error {
-	if fnPtr(t.Func) != fnPtr(e.transform.Func) {
+	if funcIdentity(t.Func) != funcIdentity(e.transform.Func) {
 		return fmt.Errorf("transform %q is already defined with another function; give different transforms different names", t.Name)
 	}
 	added := cache.Indexers{}
 	for _, ix := range req.indexes {
-		switch ptr, ok := e.indexFuncs[ix.name]; {
+		switch id, ok := e.indexFuncs[ix.name]; {
 		case !ok:
 			added[ix.name] = ix.fn
-		case ptr != ix.fnPtr:
+		case id != ix.fnID:
 			return fmt.Errorf("index %q is already defined with another function; give different indexes different names", ix.name)
 		}
 	}
@@ -85,7 +87,7 @@ func (e *entry) add(t Transform, req request) error {
 		return fmt.Errorf("add indexes: %w", err)
 	}
 	for _, ix := range req.indexes {
-		e.indexFuncs[ix.name] = ix.fnPtr
+		e.indexFuncs[ix.name] = ix.fnID
 	}
 	e.mu.Lock()
 	e.consumers = append(e.consumers, req.consumer)
@@ -93,12 +95,22 @@ func (e *entry) add(t Transform, req request) error {
 	return nil
 }
 
-func fnPtr(fn any) uintptr {
+// funcIdentity identifies fn by where its code is written, file and line:
+// closures of one function literal share it even where the compiler has
+// inlined the function returning them (such as controller-runtime's
+// cache.TransformStripManagedFields) into different callers, which gives
+// each copy code of its own. Empty for a nil fn.
+func funcIdentity(fn any) string {
 	v := reflect.ValueOf(fn)
 	if !v.IsValid() || v.IsNil() {
-		return 0
+		return ""
 	}
-	return v.Pointer()
+	f := runtime.FuncForPC(v.Pointer())
+	if f == nil {
+		return strconv.FormatUint(uint64(v.Pointer()), 16)
+	}
+	file, line := f.FileLine(f.Entry())
+	return file + ":" + strconv.Itoa(line)
 }
 
 // bind attaches the store to its source. It runs before the informer starts.

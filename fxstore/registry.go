@@ -96,7 +96,7 @@ type index struct {
 	name   string
 	objTyp reflect.Type
 	fn     cache.IndexFunc
-	fnPtr  uintptr // identifies the user's function, to detect conflicts
+	fnID   string // identifies the user's function, to detect conflicts
 }
 
 // WithIndex declares a named index on the store: fn returns the values an
@@ -110,7 +110,7 @@ func WithIndex[T client.Object](name string, fn func(T) []string) Option {
 		r.indexes = append(r.indexes, index{
 			name:   name,
 			objTyp: reflect.TypeFor[T](),
-			fnPtr:  fnPtr(fn),
+			fnID:   funcIdentity(fn),
 			fn: func(obj any) ([]string, error) {
 				t, ok := obj.(T)
 				if !ok {
@@ -133,7 +133,7 @@ func WithFieldIndex(field string, extract client.IndexerFunc) Option {
 		r.indexes = append(r.indexes, index{
 			name:   FieldIndexName(field),
 			objTyp: reflect.TypeFor[client.Object](),
-			fnPtr:  fnPtr(extract),
+			fnID:   funcIdentity(extract),
 			fn: func(obj any) ([]string, error) {
 				o, ok := obj.(client.Object)
 				if !ok {

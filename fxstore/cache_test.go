@@ -1,0 +1,54 @@
+package fxstore_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fxkube/fxkube/fxstore"
+)
+
+// ownerIndex returns a new closure each call, as index helpers often do.
+func ownerIndex() client.IndexerFunc {
+	return func(o client.Object) []string { return []string{o.GetLabels()["owner"]} }
+}
+
+func stripA() crcache.Options {
+	return crcache.Options{DefaultTransform: crcache.TransformStripManagedFields()}
+}
+
+func stripB() crcache.Options {
+	return crcache.Options{DefaultTransform: crcache.TransformStripManagedFields()}
+}
+
+// Caches asking for the same spec share one store, whatever closures of one
+// function their transforms and indexes are, even inlined into different
+// callers, and controller-runtime's TransformStripManagedFields is fxstore's
+// default.
+func TestCachesShareStoresAcrossClosures(t *testing.T) {
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	mapper := meta.NewDefaultRESTMapper(nil)
+	for i, opts := range []crcache.Options{stripA(), stripB(), {}} {
+		c, err := fxstore.NewCache(r, mapper, opts, fxstore.WithCacheConsumer([]string{"a", "b", "c"}[i]))
+		require.NoError(t, err)
+		require.NoError(t, c.IndexField(context.Background(), &corev1.ConfigMap{}, "owner", ownerIndex()))
+	}
+	stores := r.Stores()
+	require.Len(t, stores, 1, "%v", stores)
+	assert.Equal(t, fxstore.StripManagedFields.Name, stores[0].Key.Transform)
+	assert.Equal(t, []string{"a", "b", "c"}, stores[0].Consumers)
+	assert.Equal(t, []string{"field:owner"}, stores[0].Indexes)
+
+	// Another function for the same field is a conflict.
+	c, err := fxstore.NewCache(r, mapper, crcache.Options{})
+	require.NoError(t, err)
+	err = c.IndexField(context.Background(), &corev1.ConfigMap{}, "owner", func(o client.Object) []string { return nil })
+	assert.ErrorContains(t, err, `index "field:owner" is already defined with another function`)
+}
