@@ -6,9 +6,12 @@
 //
 //	start: serve /healthz, /readyz (503) and /metrics; pre-flight every
 //	store (its kind is served; list and watch are allowed); start all
-//	stores at once; wait until all have synced, bounded by
-//	Config.SyncTimeout; acquire leadership if enabled; start runnables
-//	(controllers); /readyz turns 200.
+//	stores at once; warm up the runnables that ask for their stores only
+//	as they start their sources (WarmupRunnable: hosted controller-runtime
+//	controllers), whose stores start then, through the same pre-flight;
+//	wait until all have synced, bounded by Config.SyncTimeout; acquire
+//	leadership if enabled; start runnables (controllers); /readyz turns
+//	200 once its Checks pass too.
 //
 //	stop: /readyz turns 503; runnables stop taking work and finish what
 //	is in flight, bounded by Config.StopTimeout; leadership is released;
