@@ -182,7 +182,7 @@ func TestHostedManagerRefusals(t *testing.T) {
 	assert.NotNil(t, mgr.GetHTTPClient())
 	assert.NotNil(t, mgr.GetRESTMapper())
 	assert.NotNil(t, mgr.GetAPIReader())
-	assert.NotNil(t, mgr.GetEventRecorderFor("ops"))
+	assert.NotNil(t, mgr.GetEventRecorderFor("ops")) //nolint:staticcheck // kubebuilder scaffolds still call it: it must work
 	assert.NotNil(t, mgr.GetEventRecorder("ops"))
 	assert.True(t, *mgr.GetControllerOptions().EnableWarmup, "controllers warm up before the sync barrier")
 	select {
