@@ -551,19 +551,24 @@ func fill(out client.Object, obj k8sruntime.Object, gvk schema.GroupVersionKind,
 func (c *Cache) List(ctx context.Context, out client.ObjectList, opts ...client.ListOption) error {
 	var lo client.ListOptions
 	lo.ApplyOptions(opts)
-	if lo.Continue != "" {
-		return errors.New("continue list option is not supported by the cache")
-	}
-	if lo.FieldSelector != nil && !requiresExactMatch(lo.FieldSelector) {
-		return errors.New("non-exact field matches are not supported by the cache")
-	}
 	k, example, err := c.listKindOf(out)
 	if err != nil {
 		return err
 	}
+	// controller-runtime's multi-namespace cache refuses a continue token
+	// before it looks for an informer; its informer cache, after.
+	if lo.Continue != "" && c.restrictsNamespaces(k.gvk) {
+		return errContinue
+	}
 	ck, err := c.ready(ctx, k, example)
 	if err != nil {
 		return err
+	}
+	if lo.Continue != "" {
+		return errContinue
+	}
+	if lo.FieldSelector != nil && !requiresExactMatch(lo.FieldSelector) {
+		return errors.New("non-exact field matches are not supported by the cache")
 	}
 	stores := ck.stores
 	if lo.Namespace != "" {
@@ -606,6 +611,9 @@ func (c *Cache) List(ctx context.Context, out client.ObjectList, opts ...client.
 	out.SetContinue("continue-not-supported")
 	return nil
 }
+
+// errContinue is controller-runtime's cache's error for a continue token.
+var errContinue = errors.New("continue list option is not supported by the cache")
 
 // list returns the store's objects matching lo's namespace and field
 // selector, before label filtering.
