@@ -387,6 +387,9 @@ func (c *Cache) kind(k cacheKind, example client.Object) (*cachedKind, error) {
 			return nil, fmt.Errorf("%s: %w", kindString(k.gvk), err)
 		}
 		ck.namespaced, ck.scopeKnown = namespaced, true
+		if by, ok := c.byObject(k.gvk); ok && !namespaced && by.Namespaces != nil {
+			return nil, fmt.Errorf("cache options of %s: %s is not namespaced, but its ByObject.Namespaces setting is not nil; remove it", c.consumer, kindString(k.gvk))
+		}
 	}
 	configs := c.configsFor(k.gvk, namespaced)
 	opts := []Option{WithConsumer(c.consumer)}

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
@@ -51,4 +52,18 @@ func TestCachesShareStoresAcrossClosures(t *testing.T) {
 	require.NoError(t, err)
 	err = c.IndexField(context.Background(), &corev1.ConfigMap{}, "owner", func(o client.Object) []string { return nil })
 	assert.ErrorContains(t, err, `index "field:owner" is already defined with another function`)
+}
+
+// Namespaces for a cluster-scoped kind are an error, as in controller-runtime's
+// cache.New, once the mapper tells the kind's scope.
+func TestCacheRejectsNamespacesOfClusterScopedKinds(t *testing.T) {
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(rbacv1.SchemeGroupVersion.WithKind("ClusterRole"), meta.RESTScopeRoot)
+	c, err := fxstore.NewCache(r, mapper, crcache.Options{ByObject: map[client.Object]crcache.ByObject{
+		&rbacv1.ClusterRole{}: {Namespaces: map[string]crcache.Config{"a": {}}},
+	}}, fxstore.WithCacheConsumer("ops"))
+	require.NoError(t, err, "the scope is not known while the app is built")
+	_, err = c.GetInformer(context.Background(), &rbacv1.ClusterRole{})
+	assert.ErrorContains(t, err, "cache options of ops: ClusterRole.rbac.authorization.k8s.io/v1 is not namespaced, but its ByObject.Namespaces setting is not nil")
 }
