@@ -264,7 +264,10 @@ and to create and patch events. Hosted controller-runtime operators
 (fxcontroller.SetupWithManager) need what their setup declared with the
 fxcontroller.Writes option — writes cannot be read from Go code, so declare
 every kind the operator creates, updates, patches or deletes, and its status
-updates ("tasks/status") — and to create and patch core/v1 events too. With
+updates ("tasks/status") — and to create and patch core/v1 events too.
+Kinds a hosted reconciler only reads (a Get of a kind no controller watches,
+which starts a store late) are not known before it runs: declare them too,
+as fxcontroller.Writes(resource, "get", "list", "watch"). With
 --leader-elect, the Role in the lease's namespace covers the Lease.
 
 Resources are named through REST mappings: with --discover, the cluster's

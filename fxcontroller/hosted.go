@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -118,11 +119,13 @@ type Hosted struct {
 // it. Call it only on an app that will not start, before it would; it
 // returns once every controller has asked.
 func (h *Hosted) Declare(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
+	// Bounded: a source that cannot even ask for its store retries for as
+	// long as its context lasts.
+	ctx, cancel := context.WithTimeout(ctx, declareTimeout)
 	defer cancel() // ends the controllers' queues and sources
 	var errs []error
 	for _, name := range h.Controllers() {
-		w, ok := h.controllers[name].(interface{ Warmup(context.Context) error })
+		w, ok := h.controllers[name].(lifecycle.WarmupRunnable)
 		if !ok {
 			continue
 		}
@@ -137,6 +140,38 @@ func (h *Hosted) Declare(ctx context.Context) error {
 	}
 	return nil
 }
+
+// namedController is a hosted controller as the app's lifecycle runs it:
+// named in its logs and errors.
+type namedController struct {
+	hostedController
+	operator, name string
+}
+
+var _ lifecycle.WarmupRunnable = namedController{}
+
+func (c namedController) String() string {
+	return fmt.Sprintf("controller %q of hosted operator %q", c.name, c.operator)
+}
+
+// Warmup implements lifecycle.WarmupRunnable.
+func (c namedController) Warmup(ctx context.Context) error {
+	if w, ok := c.hostedController.(lifecycle.WarmupRunnable); ok {
+		return w.Warmup(ctx)
+	}
+	return nil
+}
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable.
+func (c namedController) NeedLeaderElection() bool {
+	if l, ok := c.hostedController.(manager.LeaderElectionRunnable); ok {
+		return l.NeedLeaderElection()
+	}
+	return true
+}
+
+// declareTimeout bounds Declare.
+const declareTimeout = 10 * time.Second
 
 // hostedController is a controller-runtime controller, as a hosted
 // operator's setup adds it.
@@ -222,7 +257,7 @@ func host(p hostParams, setupName string, setup func(manager.Manager) error, o o
 
 	defer func() {
 		if v := recover(); v != nil {
-			err = fmt.Errorf("hosted operator %q: setup function %s panicked: %v", o.name, setupName, v)
+			err = fmt.Errorf("hosted operator %q: setup function %s panicked: %v\n%s", o.name, setupName, v, debug.Stack())
 		}
 	}()
 	if err := setup(m); err != nil {
@@ -237,12 +272,20 @@ func host(p hostParams, setupName string, setup func(manager.Manager) error, o o
 	h := &Hosted{name: o.name, controllers: map[string]reconcile.Reconciler{}, info: Info{
 		Name: o.name, DeclaredBy: setupName, Writes: slices.Clone(o.writes), NeedsLeader: o.leaderElection,
 	}}
-	for _, rn := range m.runnables {
-		if c, ok := rn.(hostedController); ok {
-			if sink, ok := c.GetLogger().GetSink().(*namingSink); ok && sink.controller != "" {
-				h.controllers[sink.controller] = c
-			}
+	for i, rn := range m.runnables {
+		c, ok := rn.(hostedController)
+		if !ok {
+			continue
 		}
+		sink, ok := c.GetLogger().GetSink().(*namingSink)
+		if !ok || sink.controller == "" {
+			continue // a controller with a logger of its own: run, unnamed
+		}
+		if _, dup := h.controllers[sink.controller]; dup {
+			return hostResult{}, fmt.Errorf("hosted operator %q: two controllers are named %q; name them apart with the builder's Named", o.name, sink.controller)
+		}
+		h.controllers[sink.controller] = c
+		m.runnables[i] = namedController{hostedController: c, operator: o.name, name: sink.controller}
 	}
 	return hostResult{
 		Hosted:    h,
@@ -454,6 +497,10 @@ func (w *keptWebhooks) Register(path string, hook http.Handler) {
 	w.mu.Unlock()
 	w.Server.Register(path, hook)
 }
+
+// StartedChecker passes: the server serves nothing, so a readiness check
+// on it (kubebuilder scaffolds one) must not hold the app unready.
+func (w *keptWebhooks) StartedChecker() healthz.Checker { return healthz.Ping }
 
 func (w *keptWebhooks) unserved() error {
 	w.mu.Lock()

@@ -94,6 +94,16 @@ func TestSetupWithManagerBadInput(t *testing.T) {
 			want: []string{`controller name "sync" is used by both hosted operator "a" and hosted operator "b"`},
 		},
 		{
+			name: "two controllers of one operator with one name",
+			give: []fx.Option{fxcontroller.SetupWithManager(func(mgr manager.Manager) error {
+				if err := ctrl.NewControllerManagedBy(mgr).For(&corev1.ConfigMap{}).Complete(noop); err != nil {
+					return err
+				}
+				return ctrl.NewControllerManagedBy(mgr).For(&corev1.ConfigMap{}).Complete(noop)
+			}, fxcontroller.WithName("ops"))},
+			want: []string{`hosted operator "ops": two controllers are named "configmap"; name them apart with the builder's Named`},
+		},
+		{
 			name: "an option of New",
 			give: []fx.Option{fxcontroller.SetupWithManager(setupConfigMaps("a"), fxcontroller.WithPredicates())},
 			want: []string{"WithPredicates is an option of fxcontroller.New; a hosted operator configures its controllers with the builder"},
@@ -185,6 +195,7 @@ func TestHostedManagerRefusals(t *testing.T) {
 	assert.NotNil(t, mgr.GetEventRecorderFor("ops")) //nolint:staticcheck // kubebuilder scaffolds still call it: it must work
 	assert.NotNil(t, mgr.GetEventRecorder("ops"))
 	assert.True(t, *mgr.GetControllerOptions().EnableWarmup, "controllers warm up before the sync barrier")
+	assert.NoError(t, mgr.GetWebhookServer().StartedChecker()(nil), "a readiness check on the unserved webhook server passes")
 	select {
 	case <-mgr.Elected():
 		t.Fatal("elected before the app started")

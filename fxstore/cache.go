@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -222,20 +223,23 @@ func (c *Cache) configsFor(gvk schema.GroupVersionKind, namespaced bool) map[str
 		base       = defaults
 	)
 	if by, ok := c.byObject(gvk); ok {
-		base = withDefaults(crcache.Config{
+		typeLevel := crcache.Config{
 			LabelSelector: by.Label, FieldSelector: by.Field,
 			Transform: by.Transform, UnsafeDisableDeepCopy: by.UnsafeDisableDeepCopy,
-		}, defaults)
-		namespaces = by.Namespaces
+		}
+		base = withDefaults(typeLevel, defaults)
+		namespaces = maps.Clone(by.Namespaces)
 		if namespaces == nil {
-			namespaces = o.DefaultNamespaces
+			namespaces = maps.Clone(o.DefaultNamespaces)
 		}
 		for ns, cfg := range namespaces {
-			cfg = withDefaults(cfg, base)
+			// From the type-level config before its defaults, so that a
+			// namespace's own config in DefaultNamespaces comes before
+			// Default*, as in controller-runtime.
+			cfg = withDefaults(cfg, typeLevel)
 			if d, ok := o.DefaultNamespaces[ns]; ok {
 				cfg = withDefaults(cfg, d)
 			}
-			namespaces = maps.Clone(namespaces)
 			namespaces[ns] = withDefaults(cfg, defaults)
 		}
 	} else {
@@ -309,14 +313,16 @@ func specFor(namespace string, cfg crcache.Config) Spec {
 	return spec
 }
 
-// transformOf names a controller-runtime transform after its function, so
-// that equal transforms share stores; controller-runtime's
-// TransformStripManagedFields is fxstore's default.
+// transformOf names a controller-runtime transform. controller-runtime's
+// TransformStripManagedFields is fxstore's default, StripManagedFields;
+// any other is named after its function value itself, not its code, as
+// closures of one function may capture different values: caches share a
+// store with such a transform only when they pass the same function value.
 func transformOf(fn toolscache.TransformFunc) Transform {
 	if fn == nil || funcIdentity(fn) == funcIdentity(StripManagedFields.Func) {
 		return StripManagedFields
 	}
-	return Transform{Name: "func at " + funcIdentity(fn), Func: fn}
+	return Transform{Name: fmt.Sprintf("func at %s (%p)", funcIdentity(fn), *(*unsafe.Pointer)(unsafe.Pointer(&fn))), Func: fn}
 }
 
 // kindOf returns the kind and projection of obj, and an example object of
@@ -380,13 +386,18 @@ func (c *Cache) kind(k cacheKind, example client.Object) (*cachedKind, error) {
 		return ck, nil
 	}
 	ck := &cachedKind{gvk: k.gvk, example: example}
+	// A kind the options confine to namespaces is taken to be namespaced
+	// unless the mapper says otherwise: it is not asked while the app is
+	// built, and when it cannot tell (a CRD not installed), the stores'
+	// pre-flight reports why.
 	namespaced := true
-	if c.restrictsNamespaces(k.gvk) {
-		var err error
-		if namespaced, err = apiutil.IsGVKNamespaced(k.gvk, c.mapper); err != nil {
-			return nil, fmt.Errorf("%s: %w", kindString(k.gvk), err)
+	if c.restrictsNamespaces(k.gvk) && c.registry.isStarted() {
+		if scoped, err := apiutil.IsGVKNamespaced(k.gvk, c.mapper); err == nil {
+			namespaced = scoped
+			ck.namespaced, ck.scopeKnown = namespaced, true
 		}
-		ck.namespaced, ck.scopeKnown = namespaced, true
+	}
+	if ck.scopeKnown {
 		if by, ok := c.byObject(k.gvk); ok && !namespaced && by.Namespaces != nil {
 			return nil, fmt.Errorf("cache options of %s: %s is not namespaced, but its ByObject.Namespaces setting is not nil; remove it", c.consumer, kindString(k.gvk))
 		}
@@ -394,7 +405,7 @@ func (c *Cache) kind(k cacheKind, example client.Object) (*cachedKind, error) {
 	configs := c.configsFor(k.gvk, namespaced)
 	opts := []Option{WithConsumer(c.consumer)}
 	for _, ix := range c.pending[k] {
-		opts = append(opts, WithFieldIndex(ix.field, ix.extract))
+		opts = append(opts, c.fieldIndex(ix.field, ix.extract))
 	}
 	for _, ns := range slices.Sorted(maps.Keys(configs)) {
 		cfg := configs[ns]
@@ -583,7 +594,7 @@ func (c *Cache) List(ctx context.Context, out client.ObjectList, opts ...client.
 	}
 	var objs []k8sruntime.Object
 	for _, ns := range stores {
-		items, err := ns.list(lo)
+		items, err := ns.list(lo, c.indexName)
 		if err != nil {
 			return err
 		}
@@ -620,7 +631,7 @@ var errContinue = errors.New("continue list option is not supported by the cache
 
 // list returns the store's objects matching lo's namespace and field
 // selector, before label filtering.
-func (ns namespaceStore) list(lo client.ListOptions) ([]any, error) {
+func (ns namespaceStore) list(lo client.ListOptions, indexName func(field string) string) ([]any, error) {
 	s := ns.store
 	if !s.HasSynced() {
 		return nil, s.e.notSynced
@@ -636,7 +647,7 @@ func (ns namespaceStore) list(lo client.ListOptions) ([]any, error) {
 	indexers := indexer.GetIndexers()
 	var objs []any
 	for i, req := range reqs {
-		name, value := FieldIndexName(req.Field), namespacedValue(lo.Namespace, req.Value)
+		name, value := indexName(req.Field), namespacedValue(lo.Namespace, req.Value)
 		fn, ok := indexers[name]
 		if !ok {
 			return nil, fmt.Errorf("store %s: field %q is not indexed; index it with mgr.GetFieldIndexer().IndexField (or fxstore.WithFieldIndex)", s.e.key, req.Field)
@@ -780,11 +791,20 @@ func (c *Cache) IndexField(_ context.Context, obj client.Object, field string, e
 		if k.proj != Typed {
 			spec.Kind = k.gvk
 		}
-		if _, err := ForObject(c.registry, example, spec, WithConsumer(c.consumer), WithFieldIndex(field, extract)); err != nil {
+		if _, err := ForObject(c.registry, example, spec, WithConsumer(c.consumer), c.fieldIndex(field, extract)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// indexName names the cache's index of field. Each cache has its own, as
+// each controller-runtime cache has: two operators may index one field of a
+// store they share with functions of their own.
+func (c *Cache) indexName(field string) string { return FieldIndexName(field) + " of " + c.consumer }
+
+func (c *Cache) fieldIndex(field string, extract client.IndexerFunc) Option {
+	return fieldIndexNamed(c.indexName(field), extract)
 }
 
 // multiInformer is the informers of one kind's stores in several

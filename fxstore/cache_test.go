@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/fxstore/fxstoretest"
 )
 
 // ownerIndex returns a new closure each call, as index helpers often do.
@@ -45,13 +46,46 @@ func TestCachesShareStoresAcrossClosures(t *testing.T) {
 	require.Len(t, stores, 1, "%v", stores)
 	assert.Equal(t, fxstore.StripManagedFields.Name, stores[0].Key.Transform)
 	assert.Equal(t, []string{"a", "b", "c"}, stores[0].Consumers)
-	assert.Equal(t, []string{"field:owner"}, stores[0].Indexes)
+	assert.Equal(t, []string{"field:owner of a", "field:owner of b", "field:owner of c"}, stores[0].Indexes,
+		"each cache has its own indexes, as each controller-runtime cache has")
 
-	// Another function for the same field is a conflict.
-	c, err := fxstore.NewCache(r, mapper, crcache.Options{})
+	// Another cache indexes the same field with a function of its own.
+	other, err := fxstore.NewCache(r, mapper, crcache.Options{}, fxstore.WithCacheConsumer("d"))
 	require.NoError(t, err)
-	err = c.IndexField(context.Background(), &corev1.ConfigMap{}, "owner", func(o client.Object) []string { return nil })
-	assert.ErrorContains(t, err, `index "field:owner" is already defined with another function`)
+	require.NoError(t, other.IndexField(context.Background(), &corev1.ConfigMap{}, "owner", func(client.Object) []string { return nil }))
+	// One cache indexing a field twice, with another function, is a conflict.
+	again, err := fxstore.NewCache(r, mapper, crcache.Options{}, fxstore.WithCacheConsumer("a"))
+	require.NoError(t, err)
+	err = again.IndexField(context.Background(), &corev1.ConfigMap{}, "owner", func(client.Object) []string { return nil })
+	assert.ErrorContains(t, err, `index "field:owner of a" is already defined with another function`)
+}
+
+// dropAnnotation returns a transform that drops one annotation: closures of
+// one literal that capture different values.
+func dropAnnotation(key string) func(any) (any, error) {
+	return func(obj any) (any, error) {
+		if o, ok := obj.(client.Object); ok {
+			a := o.GetAnnotations()
+			delete(a, key)
+			o.SetAnnotations(a)
+		}
+		return obj, nil
+	}
+}
+
+// Transforms are shared only as the same function value: closures of one
+// literal may capture different values.
+func TestCacheTransformsAreFunctionValues(t *testing.T) {
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	mapper := meta.NewDefaultRESTMapper(nil)
+	shared := dropAnnotation("c")
+	for _, fn := range []func(any) (any, error){dropAnnotation("a"), dropAnnotation("b"), shared, shared} {
+		c, err := fxstore.NewCache(r, mapper, crcache.Options{DefaultTransform: fn})
+		require.NoError(t, err)
+		_, err = c.GetInformer(context.Background(), &corev1.ConfigMap{})
+		require.NoError(t, err)
+	}
+	assert.Len(t, r.Stores(), 3, "a, b, and c shared")
 }
 
 // Namespaces for a cluster-scoped kind are an error, as in controller-runtime's
@@ -64,6 +98,7 @@ func TestCacheRejectsNamespacesOfClusterScopedKinds(t *testing.T) {
 		&rbacv1.ClusterRole{}: {Namespaces: map[string]crcache.Config{"a": {}}},
 	}}, fxstore.WithCacheConsumer("ops"))
 	require.NoError(t, err, "the scope is not known while the app is built")
+	fxstoretest.Start(t, r, fxstoretest.NewSource(clientgoscheme.Scheme))
 	_, err = c.GetInformer(context.Background(), &rbacv1.ClusterRole{})
 	assert.ErrorContains(t, err, "cache options of ops: ClusterRole.rbac.authorization.k8s.io/v1 is not namespaced, but its ByObject.Namespaces setting is not nil")
 }

@@ -49,7 +49,7 @@ type ClusterSource struct {
 	client client.WithWatch
 	user   func() string
 	// access memoises checkAccess per resource and namespace, as several
-	// stores often share both: accessKey → func() error.
+	// stores often share both: accessKey → *accessCheck.
 	access sync.Map
 }
 
@@ -90,14 +90,26 @@ func (c *ClusterSource) Bind(ctx context.Context, key Key) (Binding, error) {
 	return Binding{ListerWatcher: lw, Resource: gr}, nil
 }
 
-// checkAccess asks the API server, once per resource and namespace, whether
-// the app may list and watch gr there.
+// checkAccess asks the API server whether the app may list and watch gr in
+// namespace: once per resource and namespace while the answer is yes, as
+// several stores often share both; a denial or a failed review is asked
+// again next time, as RBAC may have been fixed since.
 func (c *ClusterSource) checkAccess(ctx context.Context, gr schema.GroupResource, namespace string) error {
-	check, _ := c.access.LoadOrStore(accessKey{gr, namespace}, sync.OnceValue(func() error {
-		return c.reviewAccess(ctx, gr, namespace)
-	}))
-	return check.(func() error)()
+	key := accessKey{gr, namespace}
+	check := &accessCheck{}
+	check.run = sync.OnceValue(func() error { return c.reviewAccess(ctx, gr, namespace) })
+	v, _ := c.access.LoadOrStore(key, check)
+	check = v.(*accessCheck)
+	err := check.run()
+	if err != nil {
+		c.access.CompareAndDelete(key, check)
+	}
+	return err
 }
+
+// accessCheck is one review of access, shared by the stores that ask for
+// it at once.
+type accessCheck struct{ run func() error }
 
 func (c *ClusterSource) reviewAccess(ctx context.Context, gr schema.GroupResource, namespace string) error {
 	verbs := []string{"list", "watch"}

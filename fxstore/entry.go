@@ -130,6 +130,19 @@ func (e *entry) bindFailed(err error) {
 	e.registry.log.Error("store cannot start", zap.Stringer("store", e.key), zap.Error(err))
 }
 
+// takeBindFailure reports whether the store could not be bound, and clears
+// that failure so that it can be tried again.
+func (e *entry) takeBindFailure() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var bind *bindError
+	if !errors.As(e.lastErr, &bind) {
+		return false
+	}
+	e.lastErr = nil
+	return true
+}
+
 // bindError is why a store could not be bound: it is permanent.
 type bindError struct{ err error }
 

@@ -129,9 +129,14 @@ func WithIndex[T client.Object](name string, fn func(T) []string) Option {
 // Requests for one store that index the same field must pass the same
 // function.
 func WithFieldIndex(field string, extract client.IndexerFunc) Option {
+	return fieldIndexNamed(FieldIndexName(field), extract)
+}
+
+// fieldIndexNamed is WithFieldIndex with the index's name.
+func fieldIndexNamed(name string, extract client.IndexerFunc) Option {
 	return optionFunc(func(r *request) {
 		r.indexes = append(r.indexes, index{
-			name:   FieldIndexName(field),
+			name:   name,
 			objTyp: reflect.TypeFor[client.Object](),
 			fnID:   funcIdentity(extract),
 			fn: func(obj any) ([]string, error) {
@@ -464,8 +469,16 @@ func (r *Registry) WaitForSync(ctx context.Context) error {
 }
 
 // WaitForStore blocks until the store with key has synced, failing early as
-// WaitForSync does. Use it for stores requested after Start.
+// WaitForSync does. Use it for stores requested after Start. A store
+// requested after Start that could not start (its kind not served, or
+// access denied) is tried again first, as its CRD or RBAC may have been
+// fixed since.
 func (r *Registry) WaitForStore(ctx context.Context, key Key) error {
+	r.mu.Lock()
+	if e, ok := r.entries[key]; ok && r.started && !r.stopped && e.takeBindFailure() {
+		r.startLate(e)
+	}
+	r.mu.Unlock()
 	return r.waitFor(ctx, &key)
 }
 
@@ -515,6 +528,10 @@ func (r *Registry) waitFor(ctx context.Context, key *Key) error {
 }
 
 func notSyncedCause(lastErr error) error {
+	var bind *bindError
+	if errors.As(lastErr, &bind) {
+		return fmt.Errorf("cannot start: %w", bind.err)
+	}
 	if lastErr == nil {
 		return errors.New("not synced; no list/watch error reported (the API server may be slow, or the list very large)")
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
@@ -379,9 +380,44 @@ func TestLateStoreThatCannotBindFailsWaits(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	err = r.WaitForStore(ctx, late.Key())
-	require.ErrorContains(t, err, `store ConfigMap/v1 (all namespaces, fields "data.x=1"): not synced; last list/watch error: fxstoretest: field selector on "data.x"`)
+	require.ErrorContains(t, err, `store ConfigMap/v1 (all namespaces, fields "data.x=1"): cannot start: fxstoretest: field selector on "data.x"`)
 	require.ErrorContains(t, r.WaitForSync(ctx), `fields "data.x=1"`)
 	require.NoError(t, ctx.Err())
+}
+
+// failingFirst fails the first binding of each store, as an API server
+// would before a CRD is installed or an RBAC rule granted.
+type failingFirst struct {
+	*fxstoretest.Source
+	mu     sync.Mutex
+	failed map[fxstore.Key]bool
+}
+
+func (f *failingFirst) Bind(ctx context.Context, key fxstore.Key) (fxstore.Binding, error) {
+	f.mu.Lock()
+	first := !f.failed[key]
+	f.failed[key] = true
+	f.mu.Unlock()
+	if first {
+		return fxstore.Binding{}, fxstore.ErrKindNotServed
+	}
+	return f.Source.Bind(ctx, key)
+}
+
+// A late store that could not start is tried again when waited for.
+func TestLateStoreIsRetriedWhenWaitedFor(t *testing.T) {
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	src := &failingFirst{Source: fxstoretest.NewSource(clientgoscheme.Scheme, configMap("a", "x", nil, nil)), failed: map[fxstore.Key]bool{}}
+	require.NoError(t, r.Start(t.Context(), src))
+	t.Cleanup(r.Stop)
+	require.NoError(t, r.WaitForSync(t.Context()))
+
+	late, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return r.Stores()[0].Status.LastError != nil }, 5*time.Second, time.Millisecond)
+	require.NoError(t, r.WaitForStore(t.Context(), late.Key()), "the second attempt starts it")
+	_, err = late.Get("a", "x")
+	require.NoError(t, err)
 }
 
 func TestForAfterStopFails(t *testing.T) {

@@ -61,8 +61,9 @@ func (r *runner) elect() error {
 				context.AfterFunc(r.graceCtx, endUntil)
 				ctx, cancel := context.WithCancel(grace.With(leading, until))
 				context.AfterFunc(r.runCtx, cancel)
-				r.startRunnables(ctx, true)
-				r.state.Store(ready)
+				if r.startRunnables(ctx, true) {
+					r.state.Store(ready)
+				}
 			},
 			OnStoppedLeading: func() {
 				r.mu.Lock()

@@ -47,7 +47,7 @@ const ChecksGroup = "fxkube.checks"
 // Check is a named health or readiness check served on the app's probe
 // endpoints, as a controller-runtime manager's AddHealthzCheck and
 // AddReadyzCheck serve theirs: /healthz (or /readyz) fails while any of its
-// checks fails, and /healthz/<name> (/readyz/<name>) runs one.
+// checks fails, naming it.
 type Check struct {
 	Name    string
 	Checker healthz.Checker
@@ -224,6 +224,8 @@ func (r *runner) start(ctx context.Context) (err error) {
 	syncCtx, cancel := context.WithTimeout(ctx, r.cfg.SyncTimeout)
 	defer cancel()
 	if err := r.registry.WaitForSync(syncCtx); err != nil {
+		// What warm-ups reported so far may say why.
+		err = errors.Join(err, warmups())
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			return fmt.Errorf("stores did not sync within the sync timeout of %s (raise it with --sync-timeout):\n%w", r.cfg.SyncTimeout, err)
 		}
@@ -314,12 +316,13 @@ func (r *runner) rollback() {
 
 // startRunnables starts, with ctx, the runnables that need leadership
 // (leader) or those that do not (!leader). Without leader election, leader
-// means all of them.
-func (r *runner) startRunnables(ctx context.Context, leader bool) {
+// means all of them. It reports false, starting nothing, once the app is
+// stopping.
+func (r *runner) startRunnables(ctx context.Context, leader bool) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopping {
-		return
+		return false
 	}
 	n := 0
 	for _, rn := range r.runnables {
@@ -335,6 +338,7 @@ func (r *runner) startRunnables(ctx context.Context, leader bool) {
 		})
 	}
 	r.log.Info("runnables started", zap.Int("runnables", n), zap.Bool("leader", leader))
+	return true
 }
 
 func needsLeader(rn manager.Runnable) bool {

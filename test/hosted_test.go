@@ -215,7 +215,7 @@ func TestKindFirstReadAfterStartStartsLate(t *testing.T) {
 		require.Eventually(t, func() bool { _, err := r.last(); return err != nil }, 20*time.Second, 20*time.Millisecond)
 		_, err = r.last()
 		t.Log(err)
-		assert.ErrorContains(t, err, `store ServiceAccount/v1 (all namespaces): not synced; last list/watch error: forbidden: user "carol" cannot list or watch serviceaccounts at cluster scope`)
+		assert.ErrorContains(t, err, `store ServiceAccount/v1 (all namespaces): cannot start: forbidden: user "carol" cannot list or watch serviceaccounts at cluster scope`)
 	})
 }
 

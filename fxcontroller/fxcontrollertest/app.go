@@ -5,14 +5,17 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
 	"go.uber.org/zap/zaptest"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fxkube/fxkube/connection"
@@ -27,15 +30,15 @@ import (
 //   - as the client.Client, the fake client behind the app's
 //     *fxstoretest.Source, so what reconcilers write reaches the stores;
 //   - as the fxcontroller.RecorderProvider, a *Recorder, which keeps events
-//     in memory.
+//     in memory;
+//   - as the *connection.Connection, one whose clients are that fake client,
+//     so that operators hosted with fxcontroller.SetupWithManager read from
+//     their cache over the in-memory stores and write to the fake client.
 //
 // With fxstoretest.Module, which runs the app's lifecycle, controllers run as
 // they would in production:
 //
-//		fx.New(fxstoretest.Module(objs...), fxcontrollertest.Module, rollout.Module)
-//	  - as the *connection.Connection, one whose clients are that fake client,
-//	    so that operators hosted with fxcontroller.SetupWithManager read from
-//	    their cache over the in-memory stores and write to the fake client.
+//	fx.New(fxstoretest.Module(objs...), fxcontrollertest.Module, rollout.Module)
 var Module = fx.Options(
 	fxcontroller.Collect,
 	fx.Provide(
@@ -57,24 +60,54 @@ func newConnection(src *fxstoretest.Source) *connection.Connection {
 			if o.Cache == nil || o.Cache.Reader == nil {
 				return src.Client(), nil
 			}
-			return cachedReads{WithWatch: src.Client(), cache: o.Cache.Reader}, nil
+			reads := cachedReads{WithWatch: src.Client(), cache: o.Cache.Reader, unstructured: o.Cache.Unstructured, uncached: map[schema.GroupVersionKind]bool{}}
+			for _, obj := range o.Cache.DisableFor {
+				gvk, err := apiutil.GVKForObject(obj, src.Client().Scheme())
+				if err != nil {
+					return nil, err
+				}
+				reads.uncached[gvk] = true
+			}
+			return reads, nil
 		},
 	}
 }
 
 // cachedReads reads from a hosted operator's cache and writes to the fake
 // client, as a manager's client reads from its cache and writes to the API
-// server.
+// server: kinds of Cache.DisableFor, and unstructured objects unless
+// Cache.Unstructured, are read from the fake client, as controller-runtime's
+// client reads them from the API server.
 type cachedReads struct {
 	client.WithWatch
-	cache client.Reader
+	cache        client.Reader
+	unstructured bool
+	uncached     map[schema.GroupVersionKind]bool
+}
+
+func (c cachedReads) cached(obj k8sruntime.Object) bool {
+	if _, ok := obj.(k8sruntime.Unstructured); ok && !c.unstructured {
+		return false
+	}
+	gvk, err := apiutil.GVKForObject(obj, c.Scheme())
+	if err != nil {
+		return true // the cache reports it
+	}
+	gvk.Kind = strings.TrimSuffix(gvk.Kind, "List")
+	return !c.uncached[gvk]
 }
 
 func (c cachedReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if !c.cached(obj) {
+		return c.WithWatch.Get(ctx, key, obj, opts...)
+	}
 	return c.cache.Get(ctx, key, obj, opts...)
 }
 
 func (c cachedReads) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if !c.cached(list) {
+		return c.WithWatch.List(ctx, list, opts...)
+	}
 	return c.cache.List(ctx, list, opts...)
 }
 
