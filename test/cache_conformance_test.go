@@ -695,6 +695,25 @@ func TestCacheConformance(t *testing.T) {
 			},
 		},
 		{
+			// A namespace's config in DefaultNamespaces comes before
+			// DefaultLabelSelector for a ByObject namespace without one.
+			name: "ByObject namespace defaulted from DefaultNamespaces before Default*",
+			opts: func(f *conformanceFixture) cache.Options {
+				return cache.Options{
+					DefaultLabelSelector: labels.SelectorFromSet(labels.Set{"app": "api"}),
+					DefaultNamespaces:    map[string]cache.Config{f.ns("a"): {LabelSelector: webSel}},
+					ByObject: map[client.Object]cache.ByObject{
+						&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{f.ns("a"): {}}},
+					},
+				}
+			},
+			sees: []string{"a/web-back", "a/web-front"},
+			reads: []conformanceRead{
+				{name: "list", read: listOf(configMaps, ""), want: []string{"a/web-back", "a/web-front"}},
+				{name: "get not selected", read: getOf(configMap, "a", "api"), wantErr: notFound},
+			},
+		},
+		{
 			name: "DefaultLabelSelector and a namespace with its own",
 			opts: func(f *conformanceFixture) cache.Options {
 				return cache.Options{
