@@ -791,7 +791,7 @@ func (c *Cache) IndexField(_ context.Context, obj client.Object, field string, e
 		if k.proj != Typed {
 			spec.Kind = k.gvk
 		}
-		if _, err := ForObject(c.registry, example, spec, WithConsumer(c.consumer), c.fieldIndex(field, extract)); err != nil {
+		if _, err := ForObject(c.registry, example, spec, WithConsumer(c.consumer), c.fieldIndex(field, extract), indexOnly); err != nil {
 			return err
 		}
 	}
@@ -806,6 +806,10 @@ func (c *Cache) indexName(field string) string { return FieldIndexName(field) + 
 func (c *Cache) fieldIndex(field string, extract client.IndexerFunc) Option {
 	return fieldIndexNamed(c.indexName(field), extract)
 }
+
+// indexOnly adds a request's indexes to its store without counting it as
+// another request: the cache has requested the store already.
+var indexOnly Option = optionFunc(func(r *request) { r.indexOnly = true })
 
 // multiInformer is the informers of one kind's stores in several
 // namespaces, as one informer.

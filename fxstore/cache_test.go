@@ -58,6 +58,13 @@ func TestCachesShareStoresAcrossClosures(t *testing.T) {
 	require.NoError(t, err)
 	err = again.IndexField(context.Background(), &corev1.ConfigMap{}, "owner", func(client.Object) []string { return nil })
 	assert.ErrorContains(t, err, `index "field:owner of a" is already defined with another function`)
+
+	// An index declared on a kind the cache has read already adds no
+	// request.
+	requests := r.Requests()
+	require.NoError(t, other.IndexField(context.Background(), &corev1.ConfigMap{}, "team", ownerIndex()))
+	assert.Equal(t, requests, r.Requests())
+	assert.Equal(t, []string{"a", "b", "c", "d"}, r.Stores()[0].Consumers)
 }
 
 // dropAnnotation returns a transform that drops one annotation: closures of

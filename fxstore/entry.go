@@ -89,9 +89,11 @@ func (e *entry) add(t Transform, req request) error {
 	for _, ix := range req.indexes {
 		e.indexFuncs[ix.name] = ix.fnID
 	}
-	e.mu.Lock()
-	e.consumers = append(e.consumers, req.consumer)
-	e.mu.Unlock()
+	if !req.indexOnly {
+		e.mu.Lock()
+		e.consumers = append(e.consumers, req.consumer)
+		e.mu.Unlock()
+	}
 	return nil
 }
 

@@ -90,6 +90,9 @@ func (f optionFunc) apply(r *request) { f(r) }
 type request struct {
 	consumer string
 	indexes  []index
+	// indexOnly adds indexes to a store already requested, without
+	// counting another request.
+	indexOnly bool
 }
 
 type index struct {
@@ -261,7 +264,9 @@ func (r *Registry) register(typ reflect.Type, spec Spec, req request) (*entry, e
 			r.startLate(e)
 		}
 	}
-	r.requests++
+	if !req.indexOnly {
+		r.requests++
+	}
 	return e, nil
 }
 
