@@ -19,7 +19,9 @@ import (
 // process, and reports what it cost: informers and API requests, time to
 // sync and to reconcile, heap, and reconcile throughput for a burst of
 // updates. "system=raw-list" is the floor: a plain client LIST of each
-// spec's objects.
+// spec's objects. "operators=k" runs the hosting workload at the same size:
+// k kubebuilder-style operators hosted on fxkube, and on k ctrl.NewManager
+// managers in one process.
 func BenchmarkSystems(b *testing.B) {
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("objects=%d", n), func(b *testing.B) {
@@ -30,18 +32,29 @@ func BenchmarkSystems(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			run := func(b *testing.B, p childParams, recordAs string) {
+				var runs []*childResult
+				for b.Loop() {
+					waitIdle(b, kube.RESTClient(), idle)
+					settle(b)
+					p.FirstVersion = nextVersion()
+					runs = append(runs, spawn(b, p))
+				}
+				reportSystem(b, n, recordAs, runs)
+			}
 			for _, sys := range systems {
 				b.Run("system="+sys, func(b *testing.B) {
-					var runs []*childResult
-					for b.Loop() {
-						waitIdle(b, kube.RESTClient(), idle)
-						settle(b)
-						runs = append(runs, spawn(b, childParams{
-							System: sys, Objects: n, Burst: burstUpdates, Rounds: burstRounds,
-							FirstVersion: nextVersion(),
-						}))
+					run(b, childParams{System: sys, Objects: n, Burst: burstUpdates, Rounds: burstRounds}, sys)
+				})
+			}
+			for _, ops := range operatorCounts {
+				b.Run(fmt.Sprintf("operators=%d", ops), func(b *testing.B) {
+					for _, sys := range hostingSystems {
+						b.Run("system="+sys, func(b *testing.B) {
+							p := childParams{System: sys, Operators: ops, Objects: n, Burst: burstUpdates, Rounds: hostingRounds(ops)}
+							run(b, p, hostedName(ops, sys))
+						})
 					}
-					reportSystem(b, n, sys, runs)
 				})
 			}
 		})
@@ -50,7 +63,9 @@ func BenchmarkSystems(b *testing.B) {
 
 // BenchmarkReads measures reading one object (Get) and many (List) from each
 // system's cache: fxkube's store, controller-runtime's cached client (which
-// deep-copies unless told not to: crNoCopy), client-go's listers.
+// deep-copies unless told not to: crNoCopy), client-go's listers; and the
+// reads of the hosting workload's reconciler, through a hosted operator's
+// client and through a manager's.
 func BenchmarkReads(b *testing.B) {
 	const n = 10_000
 	populate(b, n)
@@ -66,6 +81,21 @@ func BenchmarkReads(b *testing.B) {
 			err = fmt.Errorf("got %d objects; want %d", got, want)
 		}
 		return err
+	}
+
+	getConfigMap := func(c client.Reader) func(int) error {
+		return func(i int) error {
+			var cm corev1.ConfigMap
+			return c.Get(ctx, keys[i&1023], &cm)
+		}
+	}
+	listSecrets := func(c client.Reader) func(int) error {
+		return func(i int) error {
+			k := keys[i&1023]
+			var l corev1.SecretList
+			err := c.List(ctx, &l, client.InNamespace(k.Namespace), client.MatchingFields{secretConfigMapKey: k.Name})
+			return count(len(l.Items), 1, err)
+		}
 	}
 
 	ops := map[string]map[string]func(i int) error{
@@ -149,15 +179,23 @@ func BenchmarkReads(b *testing.B) {
 				return count(len(l), byLabel, err)
 			},
 		},
+		// What a hosted operator's reconciler reads (ConfigMapReconciler),
+		// through its client (fxkube) and a manager's (cr); both deep-copy.
+		"Hosted-Get-ConfigMap": {fxkube: getConfigMap(r.hosted), controllerRuntime: getConfigMap(r.cr)},
+		"Hosted-List-by-field": {fxkube: listSecrets(r.hosted), controllerRuntime: listSecrets(r.cr)},
 	}
 	for _, op := range readOps {
 		for _, sys := range []string{fxkube, controllerRuntime, crNoCopy, plainInformers} {
+			read, ok := ops[op.name][sys]
+			if !ok {
+				continue
+			}
 			name := sys
 			if sys == crNoCopy {
 				name = "controller-runtime-nocopy"
 			}
 			b.Run(fmt.Sprintf("objects=%d/op=%s/system=%s", n, op.name, name), func(b *testing.B) {
-				benchRead(b, n, sys, op.name, ops[op.name][sys])
+				benchRead(b, n, sys, op.name, read)
 			})
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -70,13 +71,31 @@ const (
 )
 
 type childParams struct {
-	System  string `json:"system"`
-	Objects int    `json:"objects"`
-	Burst   int    `json:"burst"`  // ConfigMaps updated per round
-	Rounds  int    `json:"rounds"` // rounds of updates
+	System string `json:"system"`
+	// Operators, when set, runs that many kubebuilder-style operators (the
+	// hosting workload) instead of the shared workload.
+	Operators int `json:"operators,omitempty"`
+	Objects   int `json:"objects"`
+	Burst     int `json:"burst"`  // ConfigMaps updated per round
+	Rounds    int `json:"rounds"` // rounds of updates; none: no burst
 	// FirstVersion is the version the first round sets, the next rounds
 	// counting up; no earlier run may have set it.
 	FirstVersion int32 `json:"firstVersion"`
+}
+
+// profile names the profile of p's run of a kind ("cpu", "heap").
+func (p childParams) profile(kind string) string {
+	if p.Operators > 0 {
+		return fmt.Sprintf("%s-%d-operators-%d.%s", p.System, p.Objects, p.Operators, kind)
+	}
+	return fmt.Sprintf("%s-%d.%s", p.System, p.Objects, kind)
+}
+
+func (p childParams) workload() workload {
+	if p.Operators > 0 {
+		return hosting(p.Operators)
+	}
+	return shared
 }
 
 // childResult is what one child measured.
@@ -89,8 +108,10 @@ type childResult struct {
 	Reconciled  time.Duration            `json:"reconciled"`
 	HeapInuse   int64                    `json:"heapInuse"` // after the initial reconciles and GC, above the baseline
 	HeapAlloc   int64                    `json:"heapAlloc"`
+	Updates     int                      `json:"updates"`     // written in the bursts
 	Reconciles  int                      `json:"reconciles"`  // in the bursts
 	BurstDrain  time.Duration            `json:"burstDrain"`  // time to drain them, summed over rounds
+	BurstCPU    time.Duration            `json:"burstCPU"`    // CPU time the process used draining them
 	BurstWrites time.Duration            `json:"burstWrites"` // time the API server took the updates
 	Counts      map[string]int           `json:"counts"`
 	Details     map[string]time.Duration `json:"details,omitempty"`
@@ -156,7 +177,8 @@ func heapNow() (inuse, alloc int64) {
 }
 
 func measure(ctx context.Context, p childParams) (*childResult, error) {
-	newSys, ok := newSystem[p.System]
+	w := p.workload()
+	newSys, ok := w.systems[p.System]
 	if !ok {
 		return nil, fmt.Errorf("no system %q", p.System)
 	}
@@ -177,9 +199,9 @@ func measure(ctx context.Context, p childParams) (*childResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := newHarness(p.Objects)
-	for _, m := range modules {
-		h.trackers[m.name].expect(anyVersion, m.primary.count(p.Objects))
+	h := newHarness(w.controllers, p.Objects)
+	for _, t := range h.trackers {
+		t.expect(anyVersion, t.module.primary.count(p.Objects))
 	}
 	res := &childResult{}
 	before, err := scrapeRequests(ctx, kube.RESTClient())
@@ -198,7 +220,7 @@ func measure(ctx context.Context, p childParams) (*childResult, error) {
 	profiles := os.Getenv(profileEnv)
 	stopCPUProfile := func() {}
 	if profiles != "" {
-		if stopCPUProfile, err = startCPUProfile(filepath.Join(profiles, fmt.Sprintf("%s-%d.cpu", p.System, p.Objects))); err != nil {
+		if stopCPUProfile, err = startCPUProfile(filepath.Join(profiles, p.profile("cpu"))); err != nil {
 			return nil, err
 		}
 	}
@@ -227,7 +249,7 @@ func measure(ctx context.Context, p childParams) (*childResult, error) {
 	inuse, alloc := heapNow()
 	res.HeapInuse, res.HeapAlloc = inuse-baseInuse, alloc-baseAlloc
 	if profiles != "" {
-		if err := writeHeapProfile(filepath.Join(profiles, fmt.Sprintf("%s-%d.heap", p.System, p.Objects))); err != nil {
+		if err := writeHeapProfile(filepath.Join(profiles, p.profile("heap"))); err != nil {
 			return nil, err
 		}
 	}
@@ -235,7 +257,7 @@ func measure(ctx context.Context, p childParams) (*childResult, error) {
 	if res.Counts, err = sys.counts(); err != nil {
 		return nil, err
 	}
-	if err := checkCounts(res.Counts, p.Objects); err != nil {
+	if err := checkCounts(res.Counts, w.stores(p.Objects)); err != nil {
 		return nil, err
 	}
 	after, err := scrapeRequests(ctx, kube.RESTClient())
@@ -245,6 +267,12 @@ func measure(ctx context.Context, p childParams) (*childResult, error) {
 	res.Requests = after.Minus(before)
 	if res.Details, err = sys.details(ctx); err != nil {
 		return nil, err
+	}
+	if profiles != "" && p.Rounds > 0 {
+		if stopCPUProfile, err = startCPUProfile(filepath.Join(profiles, p.profile("burst.cpu"))); err != nil {
+			return nil, err
+		}
+		defer stopCPUProfile()
 	}
 	if err := burst(ctx, kube, h, p, res); err != nil {
 		return nil, err
@@ -275,11 +303,7 @@ func writeHeapProfile(path string) error {
 }
 
 // checkCounts fails unless every store holds exactly what its spec selects.
-func checkCounts(got map[string]int, n int) error {
-	want := map[string]int{"secrets": n, "deployments": n}
-	for _, v := range variants {
-		want["configmaps/"+v.name] = v.count(n)
-	}
+func checkCounts(got, want map[string]int) error {
 	if !maps.Equal(got, want) {
 		return fmt.Errorf("stores hold %v objects; want %v", got, want)
 	}
@@ -297,9 +321,9 @@ func burst(ctx context.Context, kube kubernetes.Interface, h *harness, p childPa
 	for round := range p.Rounds {
 		version := p.FirstVersion + int32(round)
 		want := 0
-		for _, m := range modules {
-			c := m.primary.count(n)
-			h.trackers[m.name].expect(version, c)
+		for _, t := range h.trackers {
+			c := t.module.primary.count(n)
+			t.expect(version, c)
 			want += c
 		}
 		gate := make(chan struct{})
@@ -317,14 +341,14 @@ func burst(ctx context.Context, kube kubernetes.Interface, h *harness, p childPa
 		}
 		res.BurstWrites += time.Since(began)
 		err = poll(ctx, "wait for the burst to be queued", pollEvery, func() (bool, error) {
-			for _, m := range modules {
-				if t := h.trackers[m.name]; t.enqueued.Load() < int64(m.primary.count(n)) {
+			for _, t := range h.trackers {
+				if t.enqueued.Load() < int64(t.module.primary.count(n)) {
 					return false, nil
 				}
 			}
 			return true, nil
 		})
-		opened := time.Now()
+		opened, cpu := time.Now(), processCPU()
 		close(gate)
 		h.gate.Store(nil)
 		if err != nil {
@@ -338,9 +362,22 @@ func burst(ctx context.Context, kube kubernetes.Interface, h *harness, p childPa
 			last = max(last, t.doneAt.Load())
 		}
 		res.BurstDrain += time.Unix(0, last).Sub(opened)
+		res.BurstCPU += processCPU() - cpu
+		res.Updates += n
 		res.Reconciles += want
 	}
 	return nil
+}
+
+// processCPU returns the CPU time (user and system) this process has used:
+// unlike a drain's wall time, it hardly moves with other load on the
+// machine.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // spawn runs a child measuring p against the running control plane and

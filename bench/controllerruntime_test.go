@@ -7,12 +7,15 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/go-logr/zapr"
+	"go.uber.org/zap"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,13 +27,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 )
 
-// crSystem is the workload on a controller-runtime Manager, written the way
-// controller-runtime wants it: a cache holds one informer per kind, so each
-// ConfigMap variant beyond the first needs a cache of its own, here a
-// cluster.Cluster added to the manager (its caches start, and are waited
-// for, before the controllers). Every cache strips managedFields.
+// crSystem is a workload on controller-runtime managers: one for the shared
+// workload (newControllerRuntime), one per operator for the hosting workload
+// (newManagers).
+//
+// The shared workload is written the way controller-runtime wants it: a
+// cache holds one informer per kind, so each ConfigMap variant beyond the
+// first needs a cache of its own, here a cluster.Cluster added to the
+// manager (its caches start, and are waited for, before the controllers).
+// Every cache strips managedFields.
 type crSystem struct {
-	mgr     manager.Manager
+	mgrs    []manager.Manager
 	readers map[string]crReader // by spec, for counting
 	running []cache.Informer
 
@@ -68,7 +75,7 @@ func newControllerRuntime(cfg *rest.Config, h *harness) (system, error) {
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
-	s := &crSystem{mgr: mgr, readers: make(map[string]crReader)}
+	s := &crSystem{mgrs: []manager.Manager{mgr}, readers: make(map[string]crReader)}
 
 	// The ConfigMap variant of each cache, and the client reading it.
 	caches := map[string]cache.Cache{front.name: mgr.GetCache()}
@@ -92,29 +99,18 @@ func newControllerRuntime(cfg *rest.Config, h *harness) (system, error) {
 	// Ask for every informer now, so all five start with their caches;
 	// otherwise each would start only when a controller or a read first
 	// needs it.
-	ctx := context.Background()
-	inform := func(name string, c cache.Cache, obj client.Object, list func() client.ObjectList) error {
-		i, err := c.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
-		if err != nil {
-			return fmt.Errorf("informer for %s: %w", name, err)
-		}
-		s.running = append(s.running, i)
-		s.readers[name] = crReader{cache: c, list: list}
-		return nil
-	}
-	cmList := func() client.ObjectList { return &corev1.ConfigMapList{} }
 	errs := []error{
-		inform("secrets", mgr.GetCache(), &corev1.Secret{}, func() client.ObjectList { return &corev1.SecretList{} }),
-		inform("deployments", mgr.GetCache(), &appsv1.Deployment{}, func() client.ObjectList { return &appsv1.DeploymentList{} }),
+		s.inform("secrets", mgr.GetCache(), &corev1.Secret{}, secretList),
+		s.inform("deployments", mgr.GetCache(), &appsv1.Deployment{}, func() client.ObjectList { return &appsv1.DeploymentList{} }),
 	}
 	for _, v := range variants {
-		errs = append(errs, inform("configmaps/"+v.name, caches[v.name], &corev1.ConfigMap{}, cmList))
+		errs = append(errs, s.inform("configmaps/"+v.name, caches[v.name], &corev1.ConfigMap{}, configMapList))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 
-	for _, m := range modules {
+	for _, m := range h.controllers {
 		r := &crReconciler{h: h, t: h.trackers[m.name], configMaps: clients[m.primary.name], client: mgr.GetClient()}
 		err := builder.ControllerManagedBy(mgr).
 			Named(m.name).
@@ -126,6 +122,67 @@ func newControllerRuntime(cfg *rest.Config, h *harness) (system, error) {
 		}
 	}
 	return s, nil
+}
+
+func configMapList() client.ObjectList { return &corev1.ConfigMapList{} }
+func secretList() client.ObjectList    { return &corev1.SecretList{} }
+
+// newManagers is the hosting workload on controller-runtime: one
+// ctrl.NewManager per operator, all in this process, as one main.go would
+// run them (one scheme; each manager its own cache, client and connection).
+//
+// The managers log through zap, as kubebuilder's main.go sets them up, into
+// a core that writes nothing: what fxkube's app logs into here. With
+// logr.Discard, controller-runtime would skip building each reconcile's
+// logger (about 1.5 µs), which no hosted operator can, its logger being the
+// app's.
+func newManagers(cfg *rest.Config, h *harness) (system, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	log := zapr.NewLogger(zap.New(newMarkCore()))
+	s := &crSystem{readers: make(map[string]crReader)}
+	for _, m := range h.controllers {
+		mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+			Logger:                 log,
+			Scheme:                 scheme,
+			Metrics:                metricsserver.Options{BindAddress: "0"},
+			HealthProbeBindAddress: "0",
+			Cache:                  operatorCache(),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("manager of %s: %w", m.name, err)
+		}
+		if err := setupOperator(m, h)(mgr); err != nil {
+			return nil, fmt.Errorf("set up %s: %w", m.name, err)
+		}
+		// The informers the controller will ask for at start, asked for now
+		// to watch them sync (the index already asked for Secrets).
+		err = errors.Join(
+			s.inform("configmaps/"+all.name, mgr.GetCache(), &corev1.ConfigMap{}, configMapList),
+			s.inform("secrets", mgr.GetCache(), &corev1.Secret{}, secretList))
+		if err != nil {
+			return nil, err
+		}
+		s.mgrs = append(s.mgrs, mgr)
+	}
+	return s, nil
+}
+
+// inform gets c's informer of obj's kind without waiting for it to sync,
+// and keeps it to watch it sync; the first cache informing a spec counts
+// its objects.
+func (s *crSystem) inform(spec string, c cache.Cache, obj client.Object, list func() client.ObjectList) error {
+	i, err := c.GetInformer(context.Background(), obj, cache.BlockUntilSynced(false))
+	if err != nil {
+		return fmt.Errorf("informer for %s: %w", spec, err)
+	}
+	s.running = append(s.running, i)
+	if _, ok := s.readers[spec]; !ok {
+		s.readers[spec] = crReader{cache: c, list: list}
+	}
+	return nil
 }
 
 // crReconciler reads through controller-runtime's cached clients, which
@@ -153,13 +210,16 @@ func (r *crReconciler) Reconcile(ctx context.Context, req reconcile.Request) (re
 
 func (s *crSystem) start(ctx context.Context) {
 	ctx, s.cancel = context.WithCancel(ctx)
-	s.done = make(chan error, 1)
-	go func() { s.done <- s.mgr.Start(ctx) }()
+	s.done = make(chan error, len(s.mgrs))
+	for _, mgr := range s.mgrs {
+		go func() { s.done <- mgr.Start(ctx) }()
+	}
 }
 
 func (s *crSystem) synced() (bool, error) {
 	select {
 	case err := <-s.done:
+		s.done <- err // for stop
 		return false, fmt.Errorf("manager stopped: %w", err)
 	default:
 	}
@@ -187,12 +247,17 @@ func (s *crSystem) informers() int { return len(s.running) }
 
 func (s *crSystem) details(context.Context) (map[string]time.Duration, error) { return nil, nil }
 
+// stop stops the managers and waits for each, or ctx.
 func (s *crSystem) stop(ctx context.Context) error {
 	s.cancel()
-	select {
-	case err := <-s.done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
+	var errs []error
+	for range s.mgrs {
+		select {
+		case err := <-s.done:
+			errs = append(errs, err)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
+	return errors.Join(errs...)
 }

@@ -7,12 +7,18 @@
 //
 //	go test -run '^$' -bench . -count 3 -timeout 60m ./bench
 //
+// Besides the shared workload (three modules asking for the same five
+// specs), BenchmarkSystems runs the hosting workload at each size: one
+// kubebuilder-style operator on ctrl.NewManager and hosted on fxkube with
+// fxcontroller.SetupWithManager, then three of them in one process (three
+// managers against one app).
+//
 // Each system runs in a fresh subprocess (the test binary re-executed), so
 // its heap, connections and start-up are measured from a clean slate and one
 // system's garbage never counts against another. Store reads (Get, List) are
 // measured in the benchmark process itself with testing.B.
 //
 // FXKUBE_BENCH_PROFILES=<dir> makes each child write a CPU profile of its
-// start (until every store synced) and a heap profile taken when its heap
-// is measured, for `go tool pprof`.
+// start (until every store synced), a heap profile taken when its heap is
+// measured and a CPU profile of its burst, for `go tool pprof`.
 package bench

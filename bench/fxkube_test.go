@@ -42,6 +42,19 @@ type store interface {
 }
 
 func newFxkube(cfg *rest.Config, h *harness) (system, error) {
+	return newFxkubeApp(cfg, func(stores map[string]store) []fx.Option {
+		opts := make([]fx.Option, len(h.controllers))
+		for i, m := range h.controllers {
+			opts[i] = fxkubeModule(m, h, stores)
+		}
+		return opts
+	})
+}
+
+// newFxkubeApp builds an app of fxstore.Module, fxcontroller.Module,
+// lifecycle and what modules returns, given the map where the harness finds
+// one store per spec.
+func newFxkubeApp(cfg *rest.Config, modules func(stores map[string]store) []fx.Option) (*fxkubeSystem, error) {
 	s := &fxkubeSystem{stores: make(map[string]store), marks: newMarkCore("stores started", "all stores synced")}
 	opts := []fx.Option{
 		fx.Supply(cfg, zap.New(s.marks)),
@@ -50,11 +63,29 @@ func newFxkube(cfg *rest.Config, h *harness) (system, error) {
 		lifecycle.Options(lifecycle.Config{MetricsBindAddress: "0", HealthProbeBindAddress: "0"}),
 		fx.Populate(&s.registry),
 	}
-	for _, m := range modules {
-		opts = append(opts, fxkubeModule(m, h, s.stores))
-	}
-	s.app = fx.New(opts...)
+	s.app = fx.New(append(opts, modules(s.stores)...)...)
 	return s, s.app.Err()
+}
+
+// newHostedFxkube is the hosting workload as an fxkube app: each operator
+// hosted with fxcontroller.SetupWithManager and the operators' cache
+// options. The harness asks for the stores those options resolve to, to
+// watch them sync and count them: a store more, had they not been the
+// same, which TestHostedOperatorsShareStores rules out.
+func newHostedFxkube(cfg *rest.Config, h *harness) (system, error) {
+	return newFxkubeApp(cfg, func(stores map[string]store) []fx.Option {
+		opts := []fx.Option{fx.Invoke(func(r *fxstore.Registry) error {
+			cms, err1 := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{LabelSelector: everything})
+			secrets, err2 := fxstore.For[*corev1.Secret](r, fxstore.Spec{LabelSelector: everything})
+			stores["configmaps/"+all.name], stores["secrets"] = cms, secrets
+			return errors.Join(err1, err2)
+		})}
+		for _, m := range h.controllers {
+			opts = append(opts, fxcontroller.SetupWithManager(setupOperator(m, h),
+				fxcontroller.WithName(m.name), fxcontroller.WithCacheOptions(operatorCache())))
+		}
+		return opts
+	})
 }
 
 // fxkubeModule is one workload module as an fx module: it asks for all five

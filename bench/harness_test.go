@@ -13,19 +13,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 )
 
-// harness is what the three systems' controllers report to, so the same
+// harness is what every system's controllers report to, so the same
 // reconcile work is counted the same way in each.
 type harness struct {
-	trackers map[string]*tracker // by module name
+	controllers []module            // in the workload's order
+	trackers    map[string]*tracker // by module name
 	// gate, when set, holds every reconcile until it is closed: the burst
 	// queues up behind it, so the drain that follows measures the
 	// controllers, not how fast the API server takes writes.
 	gate atomic.Pointer[chan struct{}]
 }
 
-func newHarness(objects int) *harness {
-	h := &harness{trackers: make(map[string]*tracker)}
-	for _, m := range modules {
+func newHarness(controllers []module, objects int) *harness {
+	h := &harness{controllers: controllers, trackers: make(map[string]*tracker)}
+	for _, m := range controllers {
 		h.trackers[m.name] = newTracker(m, objects)
 	}
 	return h
@@ -114,11 +115,17 @@ func (t *tracker) waitDone(ctx context.Context) error {
 	}
 }
 
-// reconcileConfigMap is the reconcile every system runs, given the three
-// objects read from its own caches: it checks they belong together and
-// reports the version it saw.
+// reconcileConfigMap is the reconcile every system of the shared workload
+// runs, given the three objects read from its own caches: it checks they
+// belong together and reports the version it saw.
 func (t *tracker) reconcileConfigMap(cm *corev1.ConfigMap, secret *corev1.Secret, deploy *appsv1.Deployment) {
-	if cm == nil || secret == nil || deploy == nil || secret.Name != cm.Name || deploy.Name != cm.Name {
+	t.report(cm, cm != nil && secret != nil && deploy != nil && secret.Name == cm.Name && deploy.Name == cm.Name)
+}
+
+// report records a reconcile of cm, whose other reads found cm's objects
+// (belong) or not, and the version it saw.
+func (t *tracker) report(cm *corev1.ConfigMap, belong bool) {
+	if cm == nil || !belong {
 		t.reconciled(-1, -1)
 		return
 	}

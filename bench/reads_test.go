@@ -28,12 +28,17 @@ type readers struct {
 	deployments *fxstore.Store[*appsv1.Deployment]
 
 	cr client.Client // what a manager's GetClient returns: reads from the cache
+	// hosted is what a hosted operator's mgr.GetClient returns: reads from
+	// an fxstore.Cache over the registry with operatorCache's options, whose
+	// Secret store has the operators' field index (as cr's cache does).
+	hosted client.Client
 
 	configMapLister  corelisters.ConfigMapLister
 	deploymentLister appslisters.DeploymentLister
 }
 
-// startReaders starts the three caches and waits for them to sync; they
+// startReaders starts the three caches, and the hosted operators' client
+// over fxkube's, and waits for them to sync; they
 // stop when b ends. fxkube's stores are started directly with
 // Registry.Start and WaitForSync, without fx: reading a store costs the same
 // however it was started.
@@ -68,9 +73,17 @@ func startReaders(b *testing.B) *readers {
 	fatal(err)
 	conn, err := connection.New(cfg, clientgoscheme.Scheme)
 	fatal(err)
+	hosted, err := fxstore.NewCache(registry, conn.Mapper, operatorCache(), fxstore.WithCacheConsumer("reads"))
+	fatal(err)
+	fatal(hosted.IndexField(ctx, &corev1.Secret{}, secretConfigMapKey, secretConfigMap))
 	fatal(registry.Start(ctx, fxstore.NewClusterSource(conn.Client)))
 	stops = append(stops, registry.Stop)
 	fatal(registry.WaitForSync(ctx))
+	r.hosted, err = client.New(cfg, client.Options{
+		Scheme: clientgoscheme.Scheme, HTTPClient: conn.HTTPClient, Mapper: conn.Mapper,
+		Cache: &client.CacheOptions{Reader: hosted},
+	})
+	fatal(err)
 
 	crCache, err := cache.New(cfg, cache.Options{
 		Scheme:               clientgoscheme.Scheme,
@@ -82,6 +95,7 @@ func startReaders(b *testing.B) *readers {
 		_, err := crCache.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
 		fatal(err)
 	}
+	fatal(crCache.IndexField(ctx, &corev1.Secret{}, secretConfigMapKey, secretConfigMap))
 	wg.Go(func() { _ = crCache.Start(ctx) })
 	if !crCache.WaitForCacheSync(ctx) {
 		b.Fatal("controller-runtime's cache did not sync")

@@ -89,12 +89,13 @@ func reportSystem(b *testing.B, n int, sys string, runs []*childResult) {
 		mReconciled:   mean(func(r *childResult) float64 { return ms(r.Reconciled) }),
 		mHeapInuse:    mean(func(r *childResult) float64 { return float64(r.HeapInuse) / mib }),
 		mHeapAlloc:    mean(func(r *childResult) float64 { return float64(r.HeapAlloc) / mib }),
-		mThroughput: mean(func(r *childResult) float64 {
-			return float64(r.Reconciles) / r.BurstDrain.Seconds()
-		}),
-		mWriteRate: mean(func(r *childResult) float64 {
-			return float64(min(burstUpdates, n)*burstRounds) / r.BurstWrites.Seconds()
-		}),
+	}
+	if runs[0].Updates > 0 {
+		metrics[mThroughput] = mean(func(r *childResult) float64 { return float64(r.Reconciles) / r.BurstDrain.Seconds() })
+		metrics[mWriteRate] = mean(func(r *childResult) float64 { return float64(r.Updates) / r.BurstWrites.Seconds() })
+		metrics[mReconcileCPU] = mean(func(r *childResult) float64 {
+			return float64(r.BurstCPU) / float64(time.Microsecond) / float64(r.Reconciles)
+		})
 	}
 	for name, metric := range fxkubeDetails {
 		if _, ok := runs[0].Details[name]; ok {

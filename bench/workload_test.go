@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -76,6 +77,26 @@ const (
 	// consumersPerSpec is how many modules ask for each spec.
 	consumersPerSpec = 3
 )
+
+// workload is what a child's system runs and is checked against: the
+// controllers the harness follows, what each store must hold once synced,
+// and the systems that run it.
+type workload struct {
+	controllers []module
+	stores      func(n int) map[string]int // objects by spec, given n of each kind
+	systems     map[string]func(*rest.Config, *harness) (system, error)
+}
+
+// shared is the workload above, on the three systems.
+var shared = workload{controllers: modules, stores: sharedStores, systems: newSystem}
+
+func sharedStores(n int) map[string]int {
+	want := map[string]int{"secrets": n, "deployments": n}
+	for _, v := range variants {
+		want["configmaps/"+v.name] = v.count(n)
+	}
+	return want
+}
 
 // count returns how many of n objects of each kind v selects.
 func (v variant) count(n int) int {
