@@ -75,6 +75,7 @@ type cachedKind struct {
 
 type namespaceStore struct {
 	namespace  string // "" for all namespaces not listed elsewhere
+	spec       Spec   // the store's, as the cache requested it
 	store      *Store[client.Object]
 	noDeepCopy bool
 }
@@ -325,65 +326,72 @@ func transformOf(fn toolscache.TransformFunc) Transform {
 	return Transform{Name: fmt.Sprintf("func at %s (%p)", funcIdentity(fn), *(*unsafe.Pointer)(unsafe.Pointer(&fn))), Func: fn}
 }
 
-// kindOf returns the kind and projection of obj, and an example object of
-// its type for the store.
-func (c *Cache) kindOf(obj k8sruntime.Object) (cacheKind, client.Object, error) {
+// kindOf returns the kind and projection of obj. It allocates nothing, as
+// it runs on every read.
+func (c *Cache) kindOf(obj k8sruntime.Object) (cacheKind, error) {
 	gvk, err := apiutil.GVKForObject(obj, c.registry.scheme)
 	if err != nil {
-		return cacheKind{}, nil, fmt.Errorf("%w; register the type with fxstore.AddToScheme", err)
+		return cacheKind{}, fmt.Errorf("%w; register the type with fxstore.AddToScheme", err)
 	}
 	switch obj.(type) {
 	case *unstructured.Unstructured:
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(gvk)
-		return cacheKind{gvk, Unstructured}, u, nil
+		return cacheKind{gvk, Unstructured}, nil
 	case *metav1.PartialObjectMetadata:
-		m := &metav1.PartialObjectMetadata{}
-		m.SetGroupVersionKind(gvk)
-		return cacheKind{gvk, Metadata}, m, nil
+		return cacheKind{gvk, Metadata}, nil
 	}
-	example, err := c.registry.scheme.New(gvk)
-	if err != nil {
-		return cacheKind{}, nil, err
-	}
-	o, ok := example.(client.Object)
-	if !ok {
-		return cacheKind{}, nil, fmt.Errorf("%T is not a client.Object", example)
-	}
-	return cacheKind{gvk, Typed}, o, nil
+	return cacheKind{gvk, Typed}, nil
 }
 
-// listKindOf is kindOf for a list.
-func (c *Cache) listKindOf(list client.ObjectList) (cacheKind, client.Object, error) {
+// listKindOf is kindOf for a list: the kind and projection of its items.
+func (c *Cache) listKindOf(list client.ObjectList) (cacheKind, error) {
 	gvk, err := apiutil.GVKForObject(list, c.registry.scheme)
 	if err != nil {
-		return cacheKind{}, nil, fmt.Errorf("%w; register the type with fxstore.AddToScheme", err)
+		return cacheKind{}, fmt.Errorf("%w; register the type with fxstore.AddToScheme", err)
 	}
 	gvk.Kind = strings.TrimSuffix(gvk.Kind, "List")
 	switch list.(type) {
 	case *unstructured.UnstructuredList:
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(gvk)
-		return c.kindOf(u)
+		return cacheKind{gvk, Unstructured}, nil
 	case *metav1.PartialObjectMetadataList:
+		return cacheKind{gvk, Metadata}, nil
+	}
+	return cacheKind{gvk, Typed}, nil
+}
+
+// example returns an object of k's type for its stores.
+func (c *Cache) example(k cacheKind) (client.Object, error) {
+	switch k.proj {
+	case Unstructured:
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(k.gvk)
+		return u, nil
+	case Metadata:
 		m := &metav1.PartialObjectMetadata{}
-		m.SetGroupVersionKind(gvk)
-		return c.kindOf(m)
+		m.SetGroupVersionKind(k.gvk)
+		return m, nil
 	}
-	obj, err := c.registry.scheme.New(gvk)
+	obj, err := c.registry.scheme.New(k.gvk)
 	if err != nil {
-		return cacheKind{}, nil, err
+		return nil, fmt.Errorf("%w; register the type with fxstore.AddToScheme", err)
 	}
-	return c.kindOf(obj)
+	o, ok := obj.(client.Object)
+	if !ok {
+		return nil, fmt.Errorf("%T is not a client.Object", obj)
+	}
+	return o, nil
 }
 
 // kind returns the stores of k, requesting them from the registry on first
 // use. Requests after the registry has started start the stores late.
-func (c *Cache) kind(k cacheKind, example client.Object) (*cachedKind, error) {
+func (c *Cache) kind(k cacheKind) (*cachedKind, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if ck, ok := c.kinds[k]; ok {
 		return ck, nil
+	}
+	example, err := c.example(k)
+	if err != nil {
+		return nil, err
 	}
 	ck := &cachedKind{gvk: k.gvk, example: example}
 	// A kind the options confine to namespaces is taken to be namespaced
@@ -417,7 +425,7 @@ func (c *Cache) kind(k cacheKind, example client.Object) (*cachedKind, error) {
 		if err != nil {
 			return nil, err
 		}
-		ck.stores = append(ck.stores, namespaceStore{namespace: ns, store: s, noDeepCopy: cfg.UnsafeDisableDeepCopy != nil && *cfg.UnsafeDisableDeepCopy})
+		ck.stores = append(ck.stores, namespaceStore{namespace: ns, spec: spec, store: s, noDeepCopy: cfg.UnsafeDisableDeepCopy != nil && *cfg.UnsafeDisableDeepCopy})
 	}
 	delete(c.pending, k)
 	c.kinds[k] = ck
@@ -428,14 +436,14 @@ func (c *Cache) kind(k cacheKind, example client.Object) (*cachedKind, error) {
 // stores started late. Before the registry starts, it fails with
 // controller-runtime's ErrCacheNotStarted; with ReaderFailOnMissingInformer,
 // a kind without stores fails first, with ErrResourceNotCached, as there.
-func (c *Cache) ready(ctx context.Context, k cacheKind, example client.Object) (*cachedKind, error) {
+func (c *Cache) ready(ctx context.Context, k cacheKind) (*cachedKind, error) {
 	if c.opts.ReaderFailOnMissingInformer && !c.has(k) {
 		return nil, &crcache.ErrResourceNotCached{GVK: k.gvk}
 	}
 	if !c.registry.isStarted() {
 		return nil, &crcache.ErrCacheNotStarted{}
 	}
-	ck, err := c.kind(k, example)
+	ck, err := c.kind(k)
 	if err != nil {
 		return nil, err
 	}
@@ -508,11 +516,11 @@ func (ck *cachedKind) storeFor(namespace, verb string, key any) (namespaceStore,
 // Get implements client.Reader: it fills out with a deep copy of the cached
 // object (unless UnsafeDisableDeepCopy), as controller-runtime's cache does.
 func (c *Cache) Get(ctx context.Context, key client.ObjectKey, out client.Object, opts ...client.GetOption) error {
-	k, example, err := c.kindOf(out)
+	k, err := c.kindOf(out)
 	if err != nil {
 		return err
 	}
-	ck, err := c.ready(ctx, k, example)
+	ck, err := c.ready(ctx, k)
 	if err != nil {
 		return err
 	}
@@ -565,7 +573,7 @@ func fill(out client.Object, obj k8sruntime.Object, gvk schema.GroupVersionKind,
 func (c *Cache) List(ctx context.Context, out client.ObjectList, opts ...client.ListOption) error {
 	var lo client.ListOptions
 	lo.ApplyOptions(opts)
-	k, example, err := c.listKindOf(out)
+	k, err := c.listKindOf(out)
 	if err != nil {
 		return err
 	}
@@ -574,7 +582,7 @@ func (c *Cache) List(ctx context.Context, out client.ObjectList, opts ...client.
 	if lo.Continue != "" && c.restrictsNamespaces(k.gvk) {
 		return errContinue
 	}
-	ck, err := c.ready(ctx, k, example)
+	ck, err := c.ready(ctx, k)
 	if err != nil {
 		return err
 	}
@@ -682,32 +690,24 @@ func requiresExactMatch(sel fields.Selector) bool {
 // store obj's kind resolves to (requesting it, and after start starting it),
 // waiting for it to sync unless told not to, once the registry has started.
 func (c *Cache) GetInformer(ctx context.Context, obj client.Object, opts ...crcache.InformerGetOption) (crcache.Informer, error) {
-	k, example, err := c.kindOf(obj)
+	k, err := c.kindOf(obj)
 	if err != nil {
 		return nil, err
 	}
-	return c.informer(ctx, k, example, opts)
+	return c.informer(ctx, k, opts)
 }
 
 // GetInformerForKind implements cache.Informers for a kind of the scheme.
 func (c *Cache) GetInformerForKind(ctx context.Context, gvk schema.GroupVersionKind, opts ...crcache.InformerGetOption) (crcache.Informer, error) {
-	obj, err := c.registry.scheme.New(gvk)
-	if err != nil {
-		return nil, fmt.Errorf("%w; register the type with fxstore.AddToScheme", err)
-	}
-	k, example, err := c.kindOf(obj)
-	if err != nil {
-		return nil, err
-	}
-	return c.informer(ctx, k, example, opts)
+	return c.informer(ctx, cacheKind{gvk, Typed}, opts)
 }
 
-func (c *Cache) informer(ctx context.Context, k cacheKind, example client.Object, opts []crcache.InformerGetOption) (crcache.Informer, error) {
+func (c *Cache) informer(ctx context.Context, k cacheKind, opts []crcache.InformerGetOption) (crcache.Informer, error) {
 	var o crcache.InformerGetOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
-	ck, err := c.kind(k, example)
+	ck, err := c.kind(k)
 	if err != nil {
 		return nil, err
 	}
@@ -765,7 +765,7 @@ func (c *Cache) IndexField(_ context.Context, obj client.Object, field string, e
 	if extract == nil {
 		return fmt.Errorf("index %q of %T: extract function is nil", field, obj)
 	}
-	k, example, err := c.kindOf(obj)
+	k, err := c.kindOf(obj)
 	if err != nil {
 		return err
 	}
@@ -782,16 +782,12 @@ func (c *Cache) IndexField(_ context.Context, obj client.Object, field string, e
 		if later {
 			return nil
 		}
-		_, err := c.kind(k, example)
+		_, err := c.kind(k)
 		return err
 	}
 	c.mu.Unlock()
 	for _, ns := range ck.stores {
-		spec := Spec{Namespace: ns.namespace, LabelSelector: ns.store.e.key.LabelSelector, FieldSelector: ns.store.e.key.FieldSelector, Transform: ns.store.e.transform}
-		if k.proj != Typed {
-			spec.Kind = k.gvk
-		}
-		if _, err := ForObject(c.registry, example, spec, WithConsumer(c.consumer), c.fieldIndex(field, extract), indexOnly); err != nil {
+		if _, err := ForObject(c.registry, ck.example, ns.spec, WithConsumer(c.consumer), c.fieldIndex(field, extract), indexOnly); err != nil {
 			return err
 		}
 	}
