@@ -59,19 +59,23 @@ func newRecorderProvider(p recorderParams) (RecorderProvider, error) {
 }
 
 // broadcasting sends the events of every recorder it gives out to one sink,
-// through one client-go events broadcaster, which runs from start to stop, as
-// controller-runtime's manager does. Events recorded while it is not running
-// are dropped.
+// through client-go event broadcasters that run from start to stop, as
+// controller-runtime's manager does. Each broadcaster (events.k8s.io/v1 and
+// core/v1) is made on the first event of its API, as the manager makes its
+// own on the first recorder asked for: an app that records no events holds
+// neither broadcaster's queue. Events recorded while it is not running are
+// dropped.
 type broadcasting struct {
 	sink     events.EventSink
-	coreSink record.EventSink // nil: no core/v1 events
+	coreSink record.EventSink
 	scheme   *k8sruntime.Scheme
 	log      logr.Logger
 
 	mu          sync.RWMutex
-	broadcaster events.EventBroadcaster // nil unless running
-	core        record.EventBroadcaster // of core/v1 Events, with broadcaster
+	ctx         context.Context // nil unless running
 	cancel      context.CancelFunc
+	broadcaster events.EventBroadcaster // made on the first event while running
+	core        record.EventBroadcaster // the same, for core/v1 Events
 	stopLogging func()
 }
 
@@ -81,48 +85,102 @@ func newBroadcasting(sink events.EventSink, coreSink record.EventSink, scheme *k
 	return &broadcasting{sink: sink, coreSink: coreSink, scheme: scheme, log: log}
 }
 
-func (b *broadcasting) start() error {
+func (b *broadcasting) start() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.broadcaster != nil {
-		return nil
+	if b.ctx == nil {
+		b.ctx, b.cancel = context.WithCancel(logr.NewContext(context.Background(), b.log))
 	}
-	broadcaster := events.NewBroadcaster(b.sink)
-	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), b.log))
-	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
-		cancel()
-		broadcaster.Shutdown()
-		return fmt.Errorf("start recording events: %w", err)
-	}
-	stopLogging, err := broadcaster.StartLogging(b.log.V(1))
-	if err != nil {
-		cancel()
-		broadcaster.Shutdown()
-		return fmt.Errorf("start logging events: %w", err)
-	}
-	b.broadcaster, b.cancel, b.stopLogging = broadcaster, cancel, stopLogging
-	if b.coreSink != nil {
-		b.core = record.NewBroadcaster(record.WithContext(ctx))
-		b.core.StartRecordingToSink(b.coreSink)
-	}
-	return nil
 }
 
-// stop shuts the broadcaster down. Events still being written are abandoned,
-// as controller-runtime's manager does.
+// stop shuts the broadcasters down. Events still being written are
+// abandoned, as controller-runtime's manager does.
 func (b *broadcasting) stop() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.broadcaster == nil {
+	if b.ctx == nil {
 		return
 	}
-	b.broadcaster.Shutdown()
+	if b.broadcaster != nil {
+		b.broadcaster.Shutdown()
+		b.stopLogging()
+	}
 	if b.core != nil {
 		b.core.Shutdown()
 	}
-	b.stopLogging()
 	b.cancel()
-	b.broadcaster, b.core = nil, nil
+	b.ctx, b.broadcaster, b.core = nil, nil, nil
+}
+
+// newEventsBroadcaster makes the events.k8s.io/v1 broadcaster; b.mu is held.
+func (b *broadcasting) newEventsBroadcaster() (events.EventBroadcaster, error) {
+	broadcaster := events.NewBroadcaster(b.sink)
+	if err := broadcaster.StartRecordingToSinkWithContext(b.ctx); err != nil {
+		broadcaster.Shutdown()
+		return nil, fmt.Errorf("start recording events: %w", err)
+	}
+	stopLogging, err := broadcaster.StartLogging(b.log.V(1))
+	if err != nil {
+		broadcaster.Shutdown()
+		return nil, fmt.Errorf("start logging events: %w", err)
+	}
+	b.stopLogging = stopLogging
+	return broadcaster, nil
+}
+
+// newCoreBroadcaster makes the core/v1 broadcaster; b.mu is held.
+func (b *broadcasting) newCoreBroadcaster() (record.EventBroadcaster, error) {
+	core := record.NewBroadcaster(record.WithContext(b.ctx))
+	core.StartRecordingToSink(b.coreSink)
+	return core, nil
+}
+
+// lazy is a recorder of a broadcaster of b, B, made on the first event
+// while b runs, as R; a broadcaster made after a restart gets a new
+// recorder.
+type lazy[B comparable, R any] struct {
+	b           *broadcasting
+	broadcaster *B                // b's field
+	newB        func() (B, error) // makes *broadcaster; b.mu is held
+	newR        func(B) R
+
+	mu  sync.Mutex
+	of  B
+	rec R
+}
+
+// with calls fn with a recorder of the running broadcaster, if b runs. fn
+// runs under b's read lock, so stop waits for it; broadcasters drop events
+// when their queue is full, so fn does not block.
+func (l *lazy[B, R]) with(fn func(R)) {
+	var none B
+	b := l.b
+	b.mu.RLock()
+	if *l.broadcaster == none && b.ctx != nil {
+		b.mu.RUnlock()
+		b.mu.Lock()
+		if *l.broadcaster == none && b.ctx != nil {
+			made, err := l.newB()
+			if err != nil {
+				b.log.Error(err, "Event dropped")
+			}
+			*l.broadcaster = made
+		}
+		b.mu.Unlock()
+		b.mu.RLock()
+	}
+	defer b.mu.RUnlock()
+	broadcaster := *l.broadcaster
+	if broadcaster == none {
+		return
+	}
+	l.mu.Lock()
+	if l.of != broadcaster {
+		l.of, l.rec = broadcaster, l.newR(broadcaster)
+	}
+	rec := l.rec
+	l.mu.Unlock()
+	fn(rec)
 }
 
 // GetEventRecorderFor implements recorder.Provider: it returns a recorder of
@@ -131,47 +189,31 @@ func (b *broadcasting) stop() {
 //
 // Deprecated: use GetEventRecorder, as controller-runtime says.
 func (b *broadcasting) GetEventRecorderFor(name string) record.EventRecorder {
-	return &lazyCoreRecorder{b: b, name: name}
+	return lazyCoreRecorder{&lazy[record.EventBroadcaster, record.EventRecorderLogger]{
+		b: b, broadcaster: &b.core, newB: b.newCoreBroadcaster,
+		newR: func(core record.EventBroadcaster) record.EventRecorderLogger {
+			return core.NewRecorder(b.scheme, corev1.EventSource{Component: name})
+		},
+	}}
 }
 
-// lazyCoreRecorder records through the core/v1 broadcaster running when an
-// event comes.
+// lazyCoreRecorder records through the core/v1 broadcaster.
 type lazyCoreRecorder struct {
-	b    *broadcasting
-	name string
-
-	mu  sync.Mutex
-	of  record.EventBroadcaster
-	rec record.EventRecorderLogger
-}
-
-func (r *lazyCoreRecorder) with(fn func(record.EventRecorderLogger)) {
-	r.b.mu.RLock()
-	defer r.b.mu.RUnlock()
-	if r.b.core == nil {
-		return
-	}
-	r.mu.Lock()
-	if r.of != r.b.core {
-		r.of, r.rec = r.b.core, r.b.core.NewRecorder(r.b.scheme, corev1.EventSource{Component: r.name})
-	}
-	rec := r.rec
-	r.mu.Unlock()
-	fn(rec)
+	*lazy[record.EventBroadcaster, record.EventRecorderLogger]
 }
 
 // Event implements record.EventRecorder.
-func (r *lazyCoreRecorder) Event(obj k8sruntime.Object, eventtype, reason, message string) {
+func (r lazyCoreRecorder) Event(obj k8sruntime.Object, eventtype, reason, message string) {
 	r.with(func(rec record.EventRecorderLogger) { rec.Event(obj, eventtype, reason, message) })
 }
 
 // Eventf implements record.EventRecorder.
-func (r *lazyCoreRecorder) Eventf(obj k8sruntime.Object, eventtype, reason, format string, args ...any) {
+func (r lazyCoreRecorder) Eventf(obj k8sruntime.Object, eventtype, reason, format string, args ...any) {
 	r.with(func(rec record.EventRecorderLogger) { rec.Eventf(obj, eventtype, reason, format, args...) })
 }
 
 // AnnotatedEventf implements record.EventRecorder.
-func (r *lazyCoreRecorder) AnnotatedEventf(obj k8sruntime.Object, annotations map[string]string, eventtype, reason, format string, args ...any) {
+func (r lazyCoreRecorder) AnnotatedEventf(obj k8sruntime.Object, annotations map[string]string, eventtype, reason, format string, args ...any) {
 	r.with(func(rec record.EventRecorderLogger) {
 		rec.AnnotatedEventf(obj, annotations, eventtype, reason, format, args...)
 	})
@@ -179,44 +221,28 @@ func (r *lazyCoreRecorder) AnnotatedEventf(obj k8sruntime.Object, annotations ma
 
 // GetEventRecorder implements RecorderProvider.
 func (b *broadcasting) GetEventRecorder(name string) recorder.EventRecorder {
-	return &lazyRecorder{b: b, name: name}
+	return lazyRecorder{&lazy[events.EventBroadcaster, events.EventRecorderLogger]{
+		b: b, broadcaster: &b.broadcaster, newB: b.newEventsBroadcaster,
+		newR: func(broadcaster events.EventBroadcaster) events.EventRecorderLogger {
+			return broadcaster.NewRecorder(b.scheme, name)
+		},
+	}}
 }
 
-// lazyRecorder records through the broadcaster running when an event comes.
+// lazyRecorder records through the events.k8s.io/v1 broadcaster.
 type lazyRecorder struct {
-	b    *broadcasting
-	name string
-
-	mu  sync.Mutex
-	of  events.EventBroadcaster
-	rec events.EventRecorderLogger
-}
-
-// with calls fn with a recorder of the running broadcaster, if any.
-func (r *lazyRecorder) with(fn func(events.EventRecorderLogger)) {
-	r.b.mu.RLock()
-	defer r.b.mu.RUnlock()
-	if r.b.broadcaster == nil {
-		return
-	}
-	r.mu.Lock()
-	if r.of != r.b.broadcaster {
-		r.of, r.rec = r.b.broadcaster, r.b.broadcaster.NewRecorder(r.b.scheme, r.name)
-	}
-	rec := r.rec
-	r.mu.Unlock()
-	fn(rec)
+	*lazy[events.EventBroadcaster, events.EventRecorderLogger]
 }
 
 // Eventf implements events.EventRecorder.
-func (r *lazyRecorder) Eventf(regarding, related k8sruntime.Object, eventtype, reason, action, note string, args ...any) {
+func (r lazyRecorder) Eventf(regarding, related k8sruntime.Object, eventtype, reason, action, note string, args ...any) {
 	r.with(func(rec events.EventRecorderLogger) {
 		rec.Eventf(regarding, related, eventtype, reason, action, note, args...)
 	})
 }
 
 // AnnotatedEventf implements events.AnnotatedEventRecorder.
-func (r *lazyRecorder) AnnotatedEventf(regarding, related k8sruntime.Object, annotations map[string]string, eventtype, reason, action, note string, args ...any) {
+func (r lazyRecorder) AnnotatedEventf(regarding, related k8sruntime.Object, annotations map[string]string, eventtype, reason, action, note string, args ...any) {
 	r.with(func(rec events.EventRecorderLogger) {
 		rec.(events.AnnotatedEventRecorder).AnnotatedEventf(regarding, related, annotations, eventtype, reason, action, note, args...)
 	})

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -48,6 +49,9 @@ type Cache struct {
 	mu      sync.Mutex
 	kinds   map[cacheKind]*cachedKind
 	pending map[cacheKind][]fieldIndex // declared before the kind resolved
+	// synced is the kinds whose stores have all synced, for reads to find
+	// without a lock; replaced, never changed, under mu.
+	synced atomic.Pointer[map[cacheKind]*cachedKind]
 }
 
 var _ crcache.Cache = (*Cache)(nil)
@@ -66,11 +70,29 @@ type fieldIndex struct {
 // cachedKind is the stores of one kind: one, or one per namespace when the
 // options restrict the kind to several.
 type cachedKind struct {
-	gvk        schema.GroupVersionKind
-	example    client.Object
-	namespaced bool // meaningful when resolved through the mapper
-	scopeKnown bool
-	stores     []namespaceStore // sorted by namespace; "" (all others) first
+	gvk     schema.GroupVersionKind
+	example client.Object
+	scope   atomic.Int32     // scopeUnknown until resolved through the mapper
+	stores  []namespaceStore // sorted by namespace; "" (all others) first
+	// indexes maps each field the cache indexed to its index's name;
+	// replaced, never changed, under the cache's mu.
+	indexes atomic.Pointer[map[string]string]
+}
+
+// The scope of a cachedKind's kind.
+const (
+	scopeUnknown int32 = iota
+	scopeNamespaced
+	scopeCluster
+)
+
+// indexName returns the name of the index of field, or "" if the cache has
+// not indexed it.
+func (ck *cachedKind) indexName(field string) string {
+	if m := ck.indexes.Load(); m != nil {
+		return (*m)[field]
+	}
+	return ""
 }
 
 type namespaceStore struct {
@@ -323,7 +345,14 @@ func transformOf(fn toolscache.TransformFunc) Transform {
 	if fn == nil || funcIdentity(fn) == funcIdentity(StripManagedFields.Func) {
 		return StripManagedFields
 	}
-	return Transform{Name: fmt.Sprintf("func at %s (%p)", funcIdentity(fn), *(*unsafe.Pointer)(unsafe.Pointer(&fn))), Func: fn}
+	return Transform{Name: funcValue(fn), Func: fn}
+}
+
+// funcValue names the function value fn: its code and its closure, so that
+// two closures of one function literal, which may capture different values,
+// are told apart.
+func funcValue[F any](fn F) string {
+	return fmt.Sprintf("func at %s (%p)", funcIdentity(fn), *(*unsafe.Pointer)(unsafe.Pointer(&fn)))
 }
 
 // kindOf returns the kind and projection of obj. It allocates nothing, as
@@ -394,6 +423,7 @@ func (c *Cache) kind(k cacheKind) (*cachedKind, error) {
 		return nil, err
 	}
 	ck := &cachedKind{gvk: k.gvk, example: example}
+	scopeKnown := false
 	// A kind the options confine to namespaces is taken to be namespaced
 	// unless the mapper says otherwise: it is not asked while the app is
 	// built, and when it cannot tell (a CRD not installed), the stores'
@@ -401,20 +431,24 @@ func (c *Cache) kind(k cacheKind) (*cachedKind, error) {
 	namespaced := true
 	if c.restrictsNamespaces(k.gvk) && c.registry.isStarted() {
 		if scoped, err := apiutil.IsGVKNamespaced(k.gvk, c.mapper); err == nil {
-			namespaced = scoped
-			ck.namespaced, ck.scopeKnown = namespaced, true
+			namespaced, scopeKnown = scoped, true
+			ck.setScope(namespaced)
 		}
 	}
-	if ck.scopeKnown {
+	if scopeKnown {
 		if by, ok := c.byObject(k.gvk); ok && !namespaced && by.Namespaces != nil {
 			return nil, fmt.Errorf("cache options of %s: %s is not namespaced, but its ByObject.Namespaces setting is not nil; remove it", c.consumer, kindString(k.gvk))
 		}
 	}
 	configs := c.configsFor(k.gvk, namespaced)
 	opts := []Option{WithConsumer(c.consumer)}
+	indexes := make(map[string]string, len(c.pending[k]))
 	for _, ix := range c.pending[k] {
-		opts = append(opts, c.fieldIndex(ix.field, ix.extract))
+		name := indexName(ix.field, ix.extract)
+		indexes[ix.field] = name
+		opts = append(opts, fieldIndexNamed(name, ix.extract))
 	}
+	ck.indexes.Store(&indexes)
 	for _, ns := range slices.Sorted(maps.Keys(configs)) {
 		cfg := configs[ns]
 		spec := specFor(ns, cfg)
@@ -437,6 +471,11 @@ func (c *Cache) kind(k cacheKind) (*cachedKind, error) {
 // controller-runtime's ErrCacheNotStarted; with ReaderFailOnMissingInformer,
 // a kind without stores fails first, with ErrResourceNotCached, as there.
 func (c *Cache) ready(ctx context.Context, k cacheKind) (*cachedKind, error) {
+	if synced := c.synced.Load(); synced != nil {
+		if ck, ok := (*synced)[k]; ok {
+			return ck, nil
+		}
+	}
 	if c.opts.ReaderFailOnMissingInformer && !c.has(k) {
 		return nil, &crcache.ErrResourceNotCached{GVK: k.gvk}
 	}
@@ -447,7 +486,18 @@ func (c *Cache) ready(ctx context.Context, k cacheKind) (*cachedKind, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ck, c.waitFor(ctx, ck)
+	if err := c.waitFor(ctx, ck); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	synced := make(map[cacheKind]*cachedKind)
+	if old := c.synced.Load(); old != nil {
+		maps.Copy(synced, *old)
+	}
+	synced[k] = ck
+	c.synced.Store(&synced)
+	return ck, nil
 }
 
 // has reports whether k has stores, or will have once it resolves: an
@@ -478,16 +528,23 @@ func (c *Cache) waitFor(ctx context.Context, ck *cachedKind) error {
 // isNamespaced reports whether ck's kind is namespaced, asking the mapper
 // once if the options did not need to.
 func (c *Cache) isNamespaced(ck *cachedKind) (bool, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !ck.scopeKnown {
-		namespaced, err := apiutil.IsGVKNamespaced(ck.gvk, c.mapper)
-		if err != nil {
-			return false, fmt.Errorf("%s: %w", kindString(ck.gvk), err)
-		}
-		ck.namespaced, ck.scopeKnown = namespaced, true
+	if scope := ck.scope.Load(); scope != scopeUnknown {
+		return scope == scopeNamespaced, nil
 	}
-	return ck.namespaced, nil
+	namespaced, err := apiutil.IsGVKNamespaced(ck.gvk, c.mapper)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", kindString(ck.gvk), err)
+	}
+	ck.setScope(namespaced)
+	return namespaced, nil
+}
+
+func (ck *cachedKind) setScope(namespaced bool) {
+	if namespaced {
+		ck.scope.Store(scopeNamespaced)
+	} else {
+		ck.scope.Store(scopeCluster)
+	}
 }
 
 // storeFor returns the store holding namespace's objects, as
@@ -602,7 +659,7 @@ func (c *Cache) List(ctx context.Context, out client.ObjectList, opts ...client.
 	}
 	var objs []k8sruntime.Object
 	for _, ns := range stores {
-		items, err := ns.list(lo, c.indexName)
+		items, err := ns.list(lo, ck.indexName)
 		if err != nil {
 			return err
 		}
@@ -771,6 +828,11 @@ func (c *Cache) IndexField(_ context.Context, obj client.Object, field string, e
 	}
 	c.mu.Lock()
 	ck, ok := c.kinds[k]
+	if ok && ck.indexName(field) != "" || slices.ContainsFunc(c.pending[k], func(ix fieldIndex) bool { return ix.field == field }) {
+		c.mu.Unlock()
+		// controller-runtime's informer fails the same way.
+		return fmt.Errorf("cache of %s: indexer conflict: field %q of %s is indexed already; index each field once", c.consumer, field, kindString(k.gvk))
+	}
 	if !ok {
 		// The index is declared as the kind resolves: now, or, when
 		// telling a namespaced kind from a cluster-scoped one takes the
@@ -785,22 +847,25 @@ func (c *Cache) IndexField(_ context.Context, obj client.Object, field string, e
 		_, err := c.kind(k)
 		return err
 	}
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	name := indexName(field, extract)
 	for _, ns := range ck.stores {
-		if _, err := ForObject(c.registry, ck.example, ns.spec, WithConsumer(c.consumer), c.fieldIndex(field, extract), indexOnly); err != nil {
+		if _, err := ForObject(c.registry, ck.example, ns.spec, WithConsumer(c.consumer), fieldIndexNamed(name, extract), indexOnly); err != nil {
 			return err
 		}
 	}
+	indexes := maps.Clone(*ck.indexes.Load())
+	indexes[field] = name
+	ck.indexes.Store(&indexes)
 	return nil
 }
 
-// indexName names the cache's index of field. Each cache has its own, as
-// each controller-runtime cache has: two operators may index one field of a
-// store they share with functions of their own.
-func (c *Cache) indexName(field string) string { return FieldIndexName(field) + " of " + c.consumer }
-
-func (c *Cache) fieldIndex(field string, extract client.IndexerFunc) Option {
-	return fieldIndexNamed(c.indexName(field), extract)
+// indexName names the index of field by extract. Caches that index a field
+// of a store they share with the same function value share the index;
+// with functions of their own, each has its own, as each
+// controller-runtime cache does.
+func indexName(field string, extract client.IndexerFunc) string {
+	return FieldIndexName(field) + " by " + funcValue(extract)
 }
 
 // indexOnly adds a request's indexes to its store without counting it as
