@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 
@@ -41,6 +42,37 @@ func (e *AccessError) Error() string {
 	return msg + "; grant it with RBAC (the app's rbac command prints the rules it needs)"
 }
 
+// UnreachableError reports that a request got no answer from the API server:
+// the connection was refused or timed out, the name did not resolve, TLS
+// failed. Every store fails alike then, so Registry.Start reports it once,
+// not once per store.
+type UnreachableError struct {
+	Server string // the API server, as scheme://host[:port]
+	Err    error  // why the request got no answer
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("cannot reach the API server at %s: %v; check that --kubeconfig (or $KUBECONFIG) names the right cluster and that its API server is up",
+		e.Server, e.Err)
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// unreachable returns err as an *UnreachableError if it says that a request
+// got no answer, and err otherwise. A request canceled by its caller is not
+// one: the API server may be fine.
+func unreachable(err error) error {
+	urlErr, ok := errors.AsType[*url.Error](err)
+	if !ok || errors.Is(err, context.Canceled) {
+		return err
+	}
+	server := urlErr.URL
+	if u, perr := url.Parse(urlErr.URL); perr == nil && u.Host != "" {
+		server = u.Scheme + "://" + u.Host
+	}
+	return &UnreachableError{Server: server, Err: urlErr.Err}
+}
+
 // ClusterSource binds stores to a Kubernetes API server. Before a store
 // starts, Bind resolves its kind through discovery and asks the API server
 // (SelfSubjectAccessReview) whether the app may list and watch it, so a
@@ -74,14 +106,14 @@ func (c *ClusterSource) Bind(ctx context.Context, key Key) (Binding, error) {
 		return Binding{}, fmt.Errorf("%w (%w)", ErrKindNotServed, err)
 	}
 	if err != nil {
-		return Binding{}, fmt.Errorf("discover kind: %w", err)
+		return Binding{}, unreachable(fmt.Errorf("discover kind: %w", err))
 	}
 	if mapping.Scope.Name() != meta.RESTScopeNameNamespace && key.Namespace != "" {
 		return Binding{}, fmt.Errorf("%s is cluster-scoped; leave Spec.Namespace empty", kindString(key.Kind))
 	}
 	gr := mapping.Resource.GroupResource()
 	if err := c.checkAccess(ctx, gr, key.Namespace); err != nil {
-		return Binding{}, err
+		return Binding{}, unreachable(err)
 	}
 	lw, err := NewListerWatcher(c.client, key)
 	if err != nil {

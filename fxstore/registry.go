@@ -262,6 +262,8 @@ func (r *Registry) register(typ reflect.Type, spec Spec, req request) (*entry, e
 		if r.started {
 			e.late = r.synced
 			r.startLate(e)
+			// WaitForSync waits for it too.
+			r.signalLocked()
 		}
 	}
 	if !req.indexOnly {
@@ -398,6 +400,13 @@ func (r *Registry) Start(ctx context.Context, src Source) error {
 		})
 	}
 	wg.Wait()
+	// An API server that no request reaches fails every store alike: say
+	// so once.
+	for _, err := range errs {
+		if unreachable, ok := errors.AsType[*UnreachableError](err); ok {
+			return unreachable
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -492,44 +501,60 @@ func (r *Registry) waitFor(ctx context.Context, key *Key) error {
 	for {
 		r.mu.Lock()
 		changed := r.changed
-		delays := slices.Sorted(maps.Values(r.delays))
 		r.mu.Unlock()
-		if key != nil {
-			delays = nil
-		}
-		var pending, permanent []error
-		total := 0
-		for _, info := range r.Stores() {
-			if key != nil && info.Key != *key {
-				continue
-			}
-			total++
-			if info.Status.Synced {
-				continue
-			}
-			err := &StoreError{Key: info.Key, Err: notSyncedCause(info.Status.LastError)}
-			pending = append(pending, err)
-			if isPermanent(info.Status.LastError) {
-				permanent = append(permanent, err)
-			}
-		}
+		w := r.waiting(key)
 		switch {
-		case len(permanent) > 0:
-			return errors.Join(permanent...)
-		case key != nil && total == 0:
+		case len(w.permanent) > 0:
+			return errors.Join(w.permanent...)
+		case key != nil && w.total == 0:
 			return fmt.Errorf("fxstore: no store %s", key)
-		case len(pending) == 0 && len(delays) == 0:
+		case len(w.pending) == 0 && len(w.delays) == 0:
 			return nil
 		}
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			for _, d := range delays {
+			// Stores requested since are in the diagnosis too.
+			w = r.waiting(key)
+			pending := w.pending
+			for _, d := range w.delays {
 				pending = append(pending, fmt.Errorf("%s: not done", d))
 			}
-			return fmt.Errorf("%d of %d stores not synced: %w\n%w", len(pending)-len(delays), total, ctx.Err(), errors.Join(pending...))
+			return fmt.Errorf("%d of %d stores not synced: %w\n%w", len(w.pending), w.total, ctx.Err(), errors.Join(pending...))
 		}
 	}
+}
+
+// waitState is what waitFor waits for: the stores not synced (those that
+// cannot sync among them) and the delays not released.
+type waitState struct {
+	pending, permanent []error
+	total              int
+	delays             []string
+}
+
+func (r *Registry) waiting(key *Key) waitState {
+	var w waitState
+	if key == nil {
+		r.mu.Lock()
+		w.delays = slices.Sorted(maps.Values(r.delays))
+		r.mu.Unlock()
+	}
+	for _, info := range r.Stores() {
+		if key != nil && info.Key != *key {
+			continue
+		}
+		w.total++
+		if info.Status.Synced {
+			continue
+		}
+		err := &StoreError{Key: info.Key, Err: notSyncedCause(info.Status.LastError)}
+		w.pending = append(w.pending, err)
+		if isPermanent(info.Status.LastError) {
+			w.permanent = append(w.permanent, err)
+		}
+	}
+	return w
 }
 
 func notSyncedCause(lastErr error) error {
@@ -554,6 +579,11 @@ func isPermanent(err error) bool {
 func (r *Registry) signal() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.signalLocked()
+}
+
+// signalLocked is signal with the registry's lock held.
+func (r *Registry) signalLocked() {
 	close(r.changed)
 	r.changed = make(chan struct{})
 }

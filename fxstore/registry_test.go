@@ -327,6 +327,32 @@ func TestWaitForSyncNamesUnsyncedStores(t *testing.T) {
 	assert.False(t, r.Stores()[0].Status.Synced)
 }
 
+// A store requested while WaitForSync waits (a controller warming up asks
+// for its stores then) is waited for and named when the wait times out.
+func TestWaitForSyncNamesStoresRequestedWhileWaiting(t *testing.T) {
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	src := fxstoretest.NewSource(clientgoscheme.Scheme)
+	release := src.HoldLists()
+	defer release()
+	require.NoError(t, r.Start(t.Context(), src))
+	defer r.Stop()
+	warmedUp := r.Delay("warm-up")
+	defer warmedUp()
+
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	waited := make(chan error, 1)
+	go func() { waited <- r.WaitForSync(ctx) }()
+	time.Sleep(50 * time.Millisecond) // WaitForSync waits on the delay
+	_, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{Namespace: "late"})
+	require.NoError(t, err)
+	err = <-waited
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the store requested while waiting is waited for")
+	assert.Contains(t, err.Error(), `1 of 1 stores not synced`)
+	assert.Contains(t, err.Error(), `store ConfigMap/v1 (namespace "late"): not synced`)
+	assert.Contains(t, err.Error(), `warm-up: not done`)
+}
+
 func TestStartRejectsUnbindableStores(t *testing.T) {
 	r := fxstore.NewRegistry(clientgoscheme.Scheme)
 	_, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{FieldSelector: "data.x=1"})
