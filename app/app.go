@@ -6,6 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,6 +17,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
+	crzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxstore"
@@ -45,10 +49,17 @@ type flags struct {
 	lifecycle lifecycle.Config
 	logLevel  string
 	logFormat string
+	// zap is what controller-runtime's --zap-* flags set, starting from
+	// kubebuilder's zap.Options{Development: true}; zapNames are their
+	// names.
+	zap      crzap.Options
+	zapNames []string
+	// changed reports whether the flag of that name was given.
+	changed func(name string) bool
 }
 
-// Command returns the app's root command: run (the default), describe, rbac
-// and local.
+// Command returns the app's root command: run (the default), describe and
+// rbac, and local in a binary built with -tags local.
 func Command(name string, modules ...fx.Option) *cobra.Command {
 	a := &app{name: name, modules: modules}
 	root := &cobra.Command{
@@ -69,10 +80,17 @@ func Command(name string, modules ...fx.Option) *cobra.Command {
 		},
 		a.describeCommand(),
 		a.rbacCommand(),
-		a.localCommand(),
 	)
+	for _, command := range taggedCommands {
+		root.AddCommand(command(a))
+	}
 	return root
 }
+
+// taggedCommands make the commands that only some builds have: local.go,
+// built with -tags local, adds the local command from an init, so that a
+// production binary links none of the test code (envtest) it needs.
+var taggedCommands []func(*app) *cobra.Command
 
 // app is one binary: its name and modules, and the flags it was given.
 type app struct {
@@ -81,6 +99,9 @@ type app struct {
 	flags   flags
 }
 
+// registerFlags registers the flags of the commands that run the app. Every
+// flag of a kubebuilder project's cmd/main.go that means something here has
+// its name and default, so the project's manifests run the app unchanged.
 func (a *app) registerFlags(cmd *cobra.Command) {
 	fs := cmd.PersistentFlags()
 	// controller-runtime's config loader reads --kubeconfig from the Go
@@ -89,28 +110,71 @@ func (a *app) registerFlags(cmd *cobra.Command) {
 		fs.AddGoFlag(f)
 	}
 	lc := &a.flags.lifecycle
-	fs.StringVar(&lc.MetricsBindAddress, "metrics-bind-address", ":8080", `address the /metrics endpoint binds to; "0" disables it`)
+	fs.StringVar(&lc.MetricsBindAddress, "metrics-bind-address", "0", `address the /metrics endpoint binds to: :8443 for HTTPS or :8080 for HTTP; "0" disables it`)
+	fs.BoolVar(&lc.MetricsSecure, "metrics-secure", true, "serve /metrics over HTTPS to callers the API server authenticates and authorizes; --metrics-secure=false serves plain HTTP")
+	fs.StringVar(&lc.MetricsCert.Path, "metrics-cert-path", "", "directory holding the metrics server's certificate (default: a self-signed one)")
+	fs.StringVar(&lc.MetricsCert.Name, "metrics-cert-name", "tls.crt", "file name of the metrics server's certificate")
+	fs.StringVar(&lc.MetricsCert.Key, "metrics-cert-key", "tls.key", "file name of the metrics server's key")
+	fs.IntVar(&lc.Webhook.Port, "webhook-port", 9443, "port the webhook server serves at")
+	fs.StringVar(&lc.Webhook.Cert.Path, "webhook-cert-path", "", "directory holding the webhook server's certificate (default: <temp dir>/k8s-webhook-server/serving-certs)")
+	fs.StringVar(&lc.Webhook.Cert.Name, "webhook-cert-name", "tls.crt", "file name of the webhook server's certificate")
+	fs.StringVar(&lc.Webhook.Cert.Key, "webhook-cert-key", "tls.key", "file name of the webhook server's key")
+	fs.BoolVar(&lc.EnableHTTP2, "enable-http2", false, "let the metrics and webhook servers speak HTTP/2 (off for the HTTP/2 Stream Cancellation and Rapid Reset CVEs)")
+	fs.StringVar(&lc.PprofBindAddress, "pprof-bind-address", "0", `address net/http/pprof's /debug/pprof/ endpoints bind to; "0" disables them`)
 	fs.StringVar(&lc.HealthProbeBindAddress, "health-probe-bind-address", ":8081", `address the /healthz and /readyz endpoints bind to; "0" disables them`)
 	fs.DurationVar(&lc.SyncTimeout, "sync-timeout", 2*time.Minute, "how long start-up waits for every store's initial sync")
 	fs.DurationVar(&lc.StopTimeout, "stop-timeout", 30*time.Second, "how long controllers get to finish in-flight reconciles on stop")
 	fs.BoolVar(&lc.LeaderElection.Enabled, "leader-elect", false, "run controllers only on the replica holding the leader Lease")
-	fs.StringVar(&lc.LeaderElection.Namespace, "leader-election-namespace", "default", "namespace of the leader Lease")
+	fs.StringVar(&lc.LeaderElection.Namespace, "leader-election-namespace", "", "namespace of the leader Lease (default: the pod's namespace when running in a cluster)")
 	fs.StringVar(&lc.LeaderElection.Name, "leader-election-id", a.name, "name of the leader Lease")
-	fs.StringVar(&a.flags.logLevel, "log-level", "info", "lowest level logged: debug, info, warn or error")
-	fs.StringVar(&a.flags.logFormat, "log-format", "json", "log format: json or console")
+	fs.StringVar(&a.flags.logLevel, "log-level", "info", "lowest level logged: debug, info, warn or error (or use the --zap-* flags instead)")
+	fs.StringVar(&a.flags.logFormat, "log-format", "json", "log format: json or console (or use the --zap-* flags instead)")
+	// The --zap-* flags are controller-runtime's own, bound as kubebuilder's
+	// cmd/main.go binds them, so they mean there what they mean here.
+	a.flags.zap = crzap.Options{Development: true}
+	zapFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
+	a.flags.zap.BindFlags(zapFlags)
+	zapFlags.VisitAll(func(f *flag.Flag) { a.flags.zapNames = append(a.flags.zapNames, f.Name) })
+	fs.AddGoFlagSet(zapFlags)
+	fs.Lookup("zap-devel").Usage += "; the --zap-* flags apply when one is given, in place of --log-level and --log-format"
+	a.flags.changed = fs.Changed
 }
 
+// logger builds the app's logger as the flags say and routes
+// controller-runtime's and client-go's logs through it.
 func (a *app) logger() (*zap.Logger, error) {
-	level, err := zapcore.ParseLevel(a.flags.logLevel)
-	if err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
-	}
-	log, err := lifecycle.NewLogger(lifecycle.LogOptions{Level: level, Format: a.flags.logFormat})
+	log, err := a.newLogger()
 	if err != nil {
 		return nil, err
 	}
 	lifecycle.RedirectLogs(log)
 	return log.Named(a.name), nil
+}
+
+// newLogger returns controller-runtime's logger when a --zap-* flag was
+// given, as a kubebuilder cmd/main.go builds it, and fxkube's otherwise.
+func (a *app) newLogger() (*zap.Logger, error) {
+	if zapFlag := a.firstChanged(a.flags.zapNames...); zapFlag != "" {
+		if logFlag := a.firstChanged("log-level", "log-format"); logFlag != "" {
+			return nil, fmt.Errorf("--%s and --%s both configure the logger; use either the --zap-* flags or --log-level and --log-format", zapFlag, logFlag)
+		}
+		return crzap.NewRaw(crzap.UseFlagOptions(&a.flags.zap)), nil
+	}
+	level, err := zapcore.ParseLevel(a.flags.logLevel)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	return lifecycle.NewLogger(lifecycle.LogOptions{Level: level, Format: a.flags.logFormat})
+}
+
+// firstChanged returns the first of names that was given, or "".
+func (a *app) firstChanged(names ...string) string {
+	for _, name := range names {
+		if a.flags.changed(name) {
+			return name
+		}
+	}
+	return ""
 }
 
 // graph is every fx option of the app but the lifecycle: the modules and
@@ -142,7 +206,18 @@ func (a *app) run(ctx context.Context, stderr io.Writer, cfg *rest.Config) error
 	if err := fxApp.Err(); err != nil {
 		return fmt.Errorf("build the app: %w", err)
 	}
-	if err := fxApp.Start(ctx); err != nil {
+	// fx takes SIGINT and SIGTERM once started; until then (stores may
+	// take minutes to sync) a signal cancels the start, which rolls back,
+	// and the process stops cleanly.
+	startCtx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	err = fxApp.Start(startCtx)
+	interrupted := startCtx.Err() != nil && ctx.Err() == nil
+	stopSignals()
+	if err != nil && interrupted {
+		log.Info("interrupted while starting; stopped")
+		return nil
+	}
+	if err != nil {
 		log.Error("start failed", zap.Error(err))
 		fmt.Fprintf(stderr, "%s: start failed: %v\n", a.name, err)
 		return exitError(1)

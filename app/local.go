@@ -1,15 +1,25 @@
+//go:build local
+
+// The local command starts its control plane through controller-runtime's
+// envtest, which is test code: only a binary built with -tags local, as
+// `make run` builds one, has the command, and links envtest.
+
 package app
 
 import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/fxkube/fxkube/internal/controlplane"
 )
+
+func init() { taggedCommands = append(taggedCommands, (*app).localCommand) }
 
 func (a *app) localCommand() *cobra.Command {
 	var dir, kubeconfigOut string
@@ -25,14 +35,28 @@ The binaries come from --controlplane-dir, which ` + "`make controlplane`" + ` f
 			if err := controlplane.Check(dir); err != nil {
 				return err
 			}
+			// kube-apiserver and etcd run in process groups of their own
+			// (envtest's), out of reach of a terminal's Ctrl-C: the app
+			// must live to stop them. From here on, SIGINT and SIGTERM
+			// cancel ctx rather than end the process, before the app's
+			// own handler (fx's, from when it has started) takes over.
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
 			// A local control plane is for this machine only; so are the
-			// app's endpoints, unless asked otherwise.
+			// app's endpoints, in plain HTTP, unless asked otherwise. No
+			// pod names the Lease's namespace: use "default".
 			lc := &a.flags.lifecycle
 			if !cmd.Flags().Changed("metrics-bind-address") {
 				lc.MetricsBindAddress = "127.0.0.1:8080"
 			}
+			if !cmd.Flags().Changed("metrics-secure") {
+				lc.MetricsSecure = false
+			}
 			if !cmd.Flags().Changed("health-probe-bind-address") {
 				lc.HealthProbeBindAddress = "127.0.0.1:8081"
+			}
+			if !cmd.Flags().Changed("leader-election-namespace") {
+				lc.LeaderElection.Namespace = "default"
 			}
 			if kubeconfigOut == "" {
 				tmp, err := os.MkdirTemp("", a.name+"-local-")
@@ -47,12 +71,15 @@ The binaries come from --controlplane-dir, which ` + "`make controlplane`" + ` f
 				return fmt.Errorf("start the local control plane: %w", err)
 			}
 			defer func() { err = errors.Join(err, cp.Stop()) }()
+			if ctx.Err() != nil {
+				return nil // interrupted while the control plane started
+			}
 			if err := os.WriteFile(kubeconfigOut, cp.Kubeconfig, 0o600); err != nil {
 				return fmt.Errorf("write kubeconfig: %w", err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Local control plane %s is up. Its kubeconfig:\n\n  export KUBECONFIG=%s\n\n",
 				controlplane.KubernetesVersion, kubeconfigOut)
-			return a.run(cmd.Context(), cmd.ErrOrStderr(), cp.Config)
+			return a.run(ctx, cmd.ErrOrStderr(), cp.Config)
 		},
 	}
 	cmd.Flags().StringVar(&dir, "controlplane-dir", controlplane.Dir(), "directory holding kube-apiserver, etcd and kubectl")

@@ -114,35 +114,70 @@ func (a *app) rbac(saNamespace, saName string, mapper meta.RESTMapper) ([]any, e
 		}
 	}
 	if le := a.flags.lifecycle.LeaderElection; le.Enabled {
-		if inNamespace[le.Namespace] == nil {
-			inNamespace[le.Namespace] = rbacScope{}
+		// Without a namespace the Lease is in the pod's, which is its
+		// service account's.
+		ns := cmp.Or(le.Namespace, saNamespace)
+		if inNamespace[ns] == nil {
+			inNamespace[ns] = rbacScope{}
 		}
-		inNamespace[le.Namespace].add(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "get", "create", "update")
+		inNamespace[ns].add(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "get", "create", "update")
 	}
 
 	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: saNamespace, Name: saName}}
-	typeMeta := func(kind string) metav1.TypeMeta {
-		return metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: kind}
-	}
 	objs := []any{
-		&rbacv1.ClusterRole{TypeMeta: typeMeta("ClusterRole"), ObjectMeta: metav1.ObjectMeta{Name: a.name}, Rules: cluster.rules()},
+		&rbacv1.ClusterRole{TypeMeta: rbacTypeMeta("ClusterRole"), ObjectMeta: metav1.ObjectMeta{Name: a.name}, Rules: cluster.rules()},
 		&rbacv1.ClusterRoleBinding{
-			TypeMeta: typeMeta("ClusterRoleBinding"), ObjectMeta: metav1.ObjectMeta{Name: a.name},
+			TypeMeta: rbacTypeMeta("ClusterRoleBinding"), ObjectMeta: metav1.ObjectMeta{Name: a.name},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: a.name},
 			Subjects: subject,
 		},
 	}
+	if lc := a.flags.lifecycle; lc.MetricsSecure && lc.MetricsBindAddress != "0" {
+		objs = append(objs, a.metricsRBAC(subject)...)
+	}
 	for _, ns := range slices.Sorted(maps.Keys(inNamespace)) {
 		meta := metav1.ObjectMeta{Namespace: ns, Name: a.name}
 		objs = append(objs,
-			&rbacv1.Role{TypeMeta: typeMeta("Role"), ObjectMeta: meta, Rules: inNamespace[ns].rules()},
+			&rbacv1.Role{TypeMeta: rbacTypeMeta("Role"), ObjectMeta: meta, Rules: inNamespace[ns].rules()},
 			&rbacv1.RoleBinding{
-				TypeMeta: typeMeta("RoleBinding"), ObjectMeta: meta,
+				TypeMeta: rbacTypeMeta("RoleBinding"), ObjectMeta: meta,
 				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: a.name},
 				Subjects: subject,
 			})
 	}
 	return objs, nil
+}
+
+// metricsRBAC is what secure metrics need, as kubebuilder scaffolds it
+// (config/rbac/metrics_auth_role.yaml and metrics_reader_role.yaml): the app
+// asks the API server to authenticate (TokenReview) and authorize
+// (SubjectAccessReview) each scrape, through the ClusterRole
+// <app>-metrics-auth bound to its service account; scrapers need
+// <app>-metrics-reader, which whoever deploys them binds.
+func (a *app) metricsRBAC(subject []rbacv1.Subject) []any {
+	auth := metav1.ObjectMeta{Name: a.name + "-metrics-auth"}
+	return []any{
+		&rbacv1.ClusterRole{
+			TypeMeta: rbacTypeMeta("ClusterRole"), ObjectMeta: auth,
+			Rules: []rbacv1.PolicyRule{
+				{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+				{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
+			},
+		},
+		&rbacv1.ClusterRoleBinding{
+			TypeMeta: rbacTypeMeta("ClusterRoleBinding"), ObjectMeta: auth,
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: auth.Name},
+			Subjects: subject,
+		},
+		&rbacv1.ClusterRole{
+			TypeMeta: rbacTypeMeta("ClusterRole"), ObjectMeta: metav1.ObjectMeta{Name: a.name + "-metrics-reader"},
+			Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}},
+		},
+	}
+}
+
+func rbacTypeMeta(kind string) metav1.TypeMeta {
+	return metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: kind}
 }
 
 // coreEventsWrite is what a core/v1 event recorder needs.
@@ -267,8 +302,15 @@ every kind the operator creates, updates, patches or deletes, and its status
 updates ("tasks/status") — and to create and patch core/v1 events too.
 Kinds a hosted reconciler only reads (a Get of a kind no controller watches,
 which starts a store late) are not known before it runs: declare them too,
-as fxcontroller.Writes(resource, "get", "list", "watch"). With
---leader-elect, the Role in the lease's namespace covers the Lease.
+as fxcontroller.Writes(resource, "get", "list", "watch").
+
+Give rbac the flags the app runs with. With --leader-elect, the Role in the
+lease's namespace (by default the service account's) covers the Lease. With
+secure metrics (--metrics-secure, the default, and a --metrics-bind-address
+other than "0"), the ClusterRole <app>-metrics-auth, bound to the service
+account, lets the app create the TokenReviews and SubjectAccessReviews that
+check each scrape, and the ClusterRole <app>-metrics-reader grants get on
+/metrics: bind it to the scraper's service account (Prometheus's).
 
 Resources are named through REST mappings: with --discover, the cluster's
 discovery; otherwise, for custom kinds, the CRDs given with --crds (whose

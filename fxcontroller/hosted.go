@@ -18,7 +18,6 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/api/meta"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
@@ -61,8 +60,13 @@ import (
 //
 // setup runs while fx builds the app and must do no I/O. A setup that
 // returns an error or panics fails fx.New, naming the function. What the
-// manager cannot do (Start, metrics server extra handlers, webhooks for now)
-// fails with an error saying what to do instead.
+// manager cannot do (Start, metrics server extra handlers) fails with an
+// error saying what to do instead.
+//
+// Webhooks registered on mgr.GetWebhookServer() (ctrl.NewWebhookManagedBy:
+// defaulting, validating and conversion) are served by the app's one
+// webhook server, lifecycle.Webhooks, which starts before any store lists;
+// converters go to its one conversion registry (GetConverterRegistry).
 //
 // Options configure the operator: WithName, WithCacheOptions,
 // WithClientOptions, Writes (for the rbac command), WithLeaderElection,
@@ -95,6 +99,9 @@ type hostParams struct {
 	Recorders  RecorderProvider
 	Logger     *zap.Logger      `optional:"true"`
 	Config     lifecycle.Config `optional:"true"`
+	// Webhooks is the app's webhook server, which lifecycle.Module
+	// provides and serves.
+	Webhooks *lifecycle.Webhooks `optional:"true"`
 }
 
 type hostResult struct {
@@ -230,17 +237,23 @@ func host(p hostParams, setupName string, setup func(manager.Manager) error, o o
 	if err != nil {
 		return hostResult{}, fmt.Errorf("hosted operator %q: %w", o.name, err)
 	}
+	webhooks := p.Webhooks
+	if webhooks == nil {
+		// Registrations are kept to say why they are not served.
+		if webhooks, err = lifecycle.NewWebhooks(lifecycle.Config{}); err != nil {
+			return hostResult{}, err
+		}
+	}
 	m := &hostedManager{
-		name:       o.name,
-		conn:       p.Connection,
-		scheme:     p.Scheme,
-		cache:      c,
-		client:     cl,
-		recorders:  p.Recorders,
-		log:        logr.New(&namingSink{LogSink: zapr.NewLogger(log).GetSink()}),
-		webhooks:   &keptWebhooks{Server: webhook.NewServer(webhook.Options{})},
-		converters: &keptConverters{Registry: conversion.NewRegistry()},
-		elected:    make(chan struct{}),
+		name:      o.name,
+		conn:      p.Connection,
+		scheme:    p.Scheme,
+		cache:     c,
+		client:    cl,
+		recorders: p.Recorders,
+		log:       logr.New(&namingSink{LogSink: zapr.NewLogger(log).GetSink()}),
+		webhooks:  webhooks,
+		elected:   make(chan struct{}),
 		controllerOptions: config.Controller{
 			// Names are checked per app: several apps may share a process.
 			SkipNameValidation:      new(true),
@@ -266,8 +279,11 @@ func host(p hostParams, setupName string, setup func(manager.Manager) error, o o
 	m.mu.Lock()
 	m.setUp = true
 	m.mu.Unlock()
-	if err := errors.Join(m.webhooks.unserved(), m.converters.unserved()); err != nil {
+	if err := webhooks.Err(); err != nil {
 		return hostResult{}, fmt.Errorf("hosted operator %q: %w", o.name, err)
+	}
+	if paths := webhooks.Paths(); p.Webhooks == nil && len(paths) > 0 {
+		return hostResult{}, fmt.Errorf("hosted operator %q registers webhooks %q, but the app has no lifecycle.Module to serve them; build the app with lifecycle.Options", o.name, paths)
 	}
 	h := &Hosted{name: o.name, controllers: map[string]reconcile.Reconciler{}, info: Info{
 		Name: o.name, DeclaredBy: setupName, Writes: slices.Clone(o.writes), NeedsLeader: o.leaderElection,
@@ -334,8 +350,7 @@ type hostedManager struct {
 	client            client.Client
 	recorders         RecorderProvider
 	log               logr.Logger
-	webhooks          *keptWebhooks
-	converters        *keptConverters
+	webhooks          *lifecycle.Webhooks
 	controllerOptions config.Controller
 	elected           chan struct{}
 
@@ -349,19 +364,21 @@ type hostedManager struct {
 
 var _ manager.Manager = (*hostedManager)(nil)
 
-func (m *hostedManager) GetHTTPClient() *http.Client               { return m.conn.HTTPClient }
-func (m *hostedManager) GetConfig() *rest.Config                   { return m.conn.Config }
-func (m *hostedManager) GetCache() crcache.Cache                   { return m.cache }
-func (m *hostedManager) GetScheme() *k8sruntime.Scheme             { return m.scheme }
-func (m *hostedManager) GetClient() client.Client                  { return m.client }
-func (m *hostedManager) GetFieldIndexer() client.FieldIndexer      { return m.cache }
-func (m *hostedManager) GetRESTMapper() meta.RESTMapper            { return m.conn.Mapper }
-func (m *hostedManager) GetAPIReader() client.Reader               { return m.conn.Client }
-func (m *hostedManager) GetLogger() logr.Logger                    { return m.log }
-func (m *hostedManager) GetControllerOptions() config.Controller   { return m.controllerOptions }
-func (m *hostedManager) GetWebhookServer() webhook.Server          { return m.webhooks }
-func (m *hostedManager) GetConverterRegistry() conversion.Registry { return m.converters }
-func (m *hostedManager) Elected() <-chan struct{}                  { return m.elected }
+func (m *hostedManager) GetHTTPClient() *http.Client             { return m.conn.HTTPClient }
+func (m *hostedManager) GetConfig() *rest.Config                 { return m.conn.Config }
+func (m *hostedManager) GetCache() crcache.Cache                 { return m.cache }
+func (m *hostedManager) GetScheme() *k8sruntime.Scheme           { return m.scheme }
+func (m *hostedManager) GetClient() client.Client                { return m.client }
+func (m *hostedManager) GetFieldIndexer() client.FieldIndexer    { return m.cache }
+func (m *hostedManager) GetRESTMapper() meta.RESTMapper          { return m.conn.Mapper }
+func (m *hostedManager) GetAPIReader() client.Reader             { return m.conn.Client }
+func (m *hostedManager) GetLogger() logr.Logger                  { return m.log }
+func (m *hostedManager) GetControllerOptions() config.Controller { return m.controllerOptions }
+func (m *hostedManager) GetWebhookServer() webhook.Server        { return m.webhooks }
+func (m *hostedManager) GetConverterRegistry() conversion.Registry {
+	return m.webhooks.ConverterRegistry()
+}
+func (m *hostedManager) Elected() <-chan struct{} { return m.elected }
 
 // GetEventRecorder returns the app's events.k8s.io/v1 recorder for name.
 func (m *hostedManager) GetEventRecorder(name string) recorder.EventRecorder {
@@ -414,6 +431,9 @@ func (m *hostedManager) addCheck(c lifecycle.Check) error {
 	if m.setUp {
 		return fmt.Errorf("hosted operator %q: check %q added after its setup function returned: add checks in the setup function", m.name, c.Name)
 	}
+	// Named for the operator: operators hosted together may each add a
+	// check named as kubebuilder's scaffold names its own ("healthz").
+	c.Name = m.name + "/" + c.Name
 	m.checks = append(m.checks, c)
 	return nil
 }
@@ -483,57 +503,6 @@ func (e electedSignal) Start(ctx context.Context) error {
 }
 
 func (e electedSignal) NeedLeaderElection() bool { return true }
-
-// keptWebhooks is a webhook server whose registrations are kept, not served.
-type keptWebhooks struct {
-	webhook.Server
-	mu    sync.Mutex
-	paths []string
-}
-
-func (w *keptWebhooks) Register(path string, hook http.Handler) {
-	w.mu.Lock()
-	w.paths = append(w.paths, path)
-	w.mu.Unlock()
-	w.Server.Register(path, hook)
-}
-
-// StartedChecker passes: the server serves nothing, so a readiness check
-// on it (kubebuilder scaffolds one) must not hold the app unready.
-func (w *keptWebhooks) StartedChecker() healthz.Checker { return healthz.Ping }
-
-func (w *keptWebhooks) unserved() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.paths) == 0 {
-		return nil
-	}
-	return fmt.Errorf("it registers webhooks %q, which fxkube does not serve yet; run them on controller-runtime's manager for now, or disable them (kubebuilder projects: ENABLE_WEBHOOKS=false)", w.paths)
-}
-
-// keptConverters is a conversion registry whose converters are kept, not
-// served.
-type keptConverters struct {
-	conversion.Registry
-	mu    sync.Mutex
-	kinds []string
-}
-
-func (c *keptConverters) RegisterConverter(gk schema.GroupKind, converter conversion.Converter) error {
-	c.mu.Lock()
-	c.kinds = append(c.kinds, gk.String())
-	c.mu.Unlock()
-	return c.Registry.RegisterConverter(gk, converter)
-}
-
-func (c *keptConverters) unserved() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.kinds) == 0 {
-		return nil
-	}
-	return fmt.Errorf("it registers conversion for %q, which fxkube does not serve yet; run it on controller-runtime's manager for now", c.kinds)
-}
 
 // droppingRecorder stands in for the core/v1 recorder of a
 // RecorderProvider that has none (one that is not a controller-runtime

@@ -23,6 +23,7 @@ import (
 
 	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/lifecycle"
 )
 
 // buildHosted builds, without starting, an app hosting opts, connected to
@@ -45,6 +46,11 @@ func setupConfigMaps(name string) func(manager.Manager) error {
 }
 
 func failingSetup(manager.Manager) error { return errors.New("no such flag") }
+
+func validating(mgr manager.Manager) error {
+	mgr.GetWebhookServer().Register("/validate", &admission.Webhook{})
+	return nil
+}
 
 func panickingSetup(manager.Manager) error { panic("nil map") }
 
@@ -129,12 +135,17 @@ func TestSetupWithManagerBadInput(t *testing.T) {
 			want: []string{"SyncPeriod is not supported: stores do not resync; return reconcile.Result{RequeueAfter: d} to reconcile periodically"},
 		},
 		{
-			name: "webhooks",
-			give: []fx.Option{fxcontroller.SetupWithManager(func(mgr manager.Manager) error {
-				mgr.GetWebhookServer().Register("/validate", &admission.Webhook{})
-				return nil
-			}, fxcontroller.WithName("ops"))},
-			want: []string{`hosted operator "ops": it registers webhooks ["/validate"], which fxkube does not serve yet`},
+			name: "one webhook path registered by two operators",
+			give: []fx.Option{lifecycle.Module,
+				fxcontroller.SetupWithManager(validating, fxcontroller.WithName("a")),
+				fxcontroller.SetupWithManager(validating, fxcontroller.WithName("b")),
+			},
+			want: []string{`hosted operator "b": webhook path /validate registered twice; each path has one handler`},
+		},
+		{
+			name: "webhooks without lifecycle.Module",
+			give: []fx.Option{fxcontroller.SetupWithManager(validating, fxcontroller.WithName("ops"))},
+			want: []string{`hosted operator "ops" registers webhooks ["/validate"], but the app has no lifecycle.Module to serve them; build the app with lifecycle.Options`},
 		},
 	}
 	for _, tt := range tests {
@@ -195,7 +206,7 @@ func TestHostedManagerRefusals(t *testing.T) {
 	assert.NotNil(t, mgr.GetEventRecorderFor("ops")) //nolint:staticcheck // kubebuilder scaffolds still call it: it must work
 	assert.NotNil(t, mgr.GetEventRecorder("ops"))
 	assert.True(t, *mgr.GetControllerOptions().EnableWarmup, "controllers warm up before the sync barrier")
-	assert.NoError(t, mgr.GetWebhookServer().StartedChecker()(nil), "a readiness check on the unserved webhook server passes")
+	assert.NoError(t, mgr.GetWebhookServer().StartedChecker()(nil), "a readiness check on a webhook server with nothing to serve passes")
 	select {
 	case <-mgr.Elected():
 		t.Fatal("elected before the app started")

@@ -4,7 +4,10 @@
 //
 // Module adds fx hooks implementing the start and stop contract:
 //
-//	start: serve /healthz, /readyz (503) and /metrics; pre-flight every
+//	start: serve /healthz, /readyz and /metrics; serve the webhook
+//	server (Webhooks) when a module registered a webhook, before any
+//	store lists, since a conversion webhook may be what a store's list
+//	waits for; pre-flight every
 //	store (its kind is served; list and watch are allowed); start all
 //	stores at once; warm up the runnables that ask for their stores only
 //	as they start their sources (WarmupRunnable: hosted controller-runtime
@@ -13,9 +16,9 @@
 //	leadership if enabled; start runnables (controllers); /readyz turns
 //	200 once its Checks pass too.
 //
-//	stop: /readyz turns 503; runnables stop taking work and finish what
+//	stop: /readyz fails (500); runnables stop taking work and finish what
 //	is in flight, bounded by Config.StopTimeout; leadership is released;
-//	stores stop; servers close.
+//	stores stop; the webhook server and the other servers close.
 //
 // A failure during start names every store that failed and why, and fx
 // rolls back what had started.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"strings"
 
 	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,9 +24,6 @@ import (
 // releases the lease so another replica takes over at once.
 func (r *runner) elect() error {
 	le := r.cfg.LeaderElection
-	if le.Namespace == "" || le.Name == "" {
-		return errors.New("leader election needs a lease namespace and name; set --leader-election-namespace")
-	}
 	conn, err := r.connect()
 	if err != nil {
 		return fmt.Errorf("leader election: %w", err)
@@ -90,4 +89,43 @@ func (r *runner) elect() error {
 	}()
 	log.Info("campaigning for leadership")
 	return nil
+}
+
+// inClusterNamespacePath is where Kubernetes mounts the namespace of a pod's
+// service account; controller-runtime's leader election reads it too.
+// resolveLease checks the Lease's name and defaults its namespace, before
+// the app does any work, so that a missing setting fails start at once.
+func (r *runner) resolveLease() error {
+	le := &r.cfg.LeaderElection
+	if le.Name == "" {
+		return errors.New("leader election needs a lease name; set --leader-election-id")
+	}
+	ns, err := leaseNamespace(le.Namespace, inClusterNamespacePath)
+	if err != nil {
+		return err
+	}
+	le.Namespace = ns
+	return nil
+}
+
+const inClusterNamespacePath = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// leaseNamespace returns namespace or, when it is empty, the pod's namespace
+// read from path, as controller-runtime's leader election defaults it.
+func leaseNamespace(namespace, path string) (string, error) {
+	if namespace != "" {
+		return namespace, nil
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", errors.New("leader election needs the Lease's namespace, and the app runs outside a cluster (no pod namespace to default to): set --leader-election-namespace")
+	}
+	if err != nil {
+		return "", fmt.Errorf("read the pod's namespace for the leader Lease (or set --leader-election-namespace): %w", err)
+	}
+	ns := strings.TrimSpace(string(b))
+	if ns == "" {
+		return "", fmt.Errorf("%s is empty: set --leader-election-namespace", path)
+	}
+	return ns, nil
 }

@@ -3,9 +3,7 @@ package lifecycle_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -103,6 +101,7 @@ func TestRunnablesStartOnlyAfterEveryStoreSynced(t *testing.T) {
 	go func() { startErr <- ta.app.Start(t.Context()) }()
 	require.Eventually(t, func() bool { return probe(t, ta.probes, "/healthz") == http.StatusOK }, 5*time.Second, 10*time.Millisecond)
 	readyDuring.Store(int32(probe(t, ta.probes, "/readyz")))
+	_, syncing := get(t, http.DefaultClient, "http://"+ta.probes+"/readyz?verbose")
 	select {
 	case <-started:
 		t.Fatal("runnable started before the store synced")
@@ -112,7 +111,9 @@ func TestRunnablesStartOnlyAfterEveryStoreSynced(t *testing.T) {
 	require.NoError(t, <-startErr)
 	<-started
 	assert.True(t, sawSynced.Load(), "the runnable's first read found the store synced")
-	assert.Equal(t, int32(http.StatusServiceUnavailable), readyDuring.Load(), "/readyz is 503 while stores sync")
+	assert.Equal(t, int32(http.StatusInternalServerError), readyDuring.Load(), "/readyz fails while stores sync")
+	assert.Contains(t, syncing, "[-]stores failed: reason withheld\n")
+	assert.Contains(t, syncing, "[-]runnables failed: reason withheld\n")
 	assert.Equal(t, http.StatusOK, probe(t, ta.probes, "/readyz"))
 
 	require.NoError(t, ta.app.Stop(t.Context()))
@@ -133,7 +134,7 @@ func TestReadinessTurnsOffWhenStopBegins(t *testing.T) {
 	ta.app.RequireStart()
 	assert.Equal(t, http.StatusOK, probe(t, ta.probes, "/readyz"))
 	ta.app.RequireStop()
-	assert.Equal(t, http.StatusServiceUnavailable, <-stopping)
+	assert.Equal(t, http.StatusInternalServerError, <-stopping)
 }
 
 func TestSyncTimeoutNamesTheStore(t *testing.T) {
@@ -181,13 +182,4 @@ func TestStopIsBoundedByStopTimeout(t *testing.T) {
 	ta.app.RequireStop()
 	assert.Less(t, time.Since(begin), 5*time.Second)
 	assert.Equal(t, 1, ta.logs.FilterMessage("runnables did not finish within the stop timeout; stopping anyway").Len())
-}
-
-func TestTakenPortFailsStart(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	ta := newTestApp(t, lifecycle.Config{HealthProbeBindAddress: ln.Addr().String()})
-	err = ta.app.Start(t.Context())
-	require.ErrorContains(t, err, fmt.Sprintf("serve health probes on %s", ln.Addr()))
 }

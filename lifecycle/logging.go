@@ -37,12 +37,14 @@ func NewLogger(opts LogOptions) (*zap.Logger, error) {
 
 var redirectOnce sync.Once
 
-// RedirectLogs routes controller-runtime's logr and client-go's klog output
-// through log, so every line the process prints is zap's. It affects the
+// RedirectLogs routes controller-runtime's logr, client-go's klog and the
+// standard library's log output (net/http servers' TLS handshake errors,
+// for one) through log, so every line the process prints is zap's. It affects the
 // whole process, so only its first call has an effect.
 func RedirectLogs(log *zap.Logger) {
 	redirectOnce.Do(func() {
 		ctrllog.SetLogger(zapr.NewLogger(log.Named("controller-runtime")))
 		klog.SetLoggerWithOptions(zapr.NewLogger(log.Named("client-go")), klog.ContextualLogger(true))
+		zap.RedirectStdLog(log.Named("stdlog"))
 	})
 }

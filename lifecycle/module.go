@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,6 +83,7 @@ func Runnables(runnables ...manager.Runnable) fx.Option {
 // (or of a *rest.Config, when the graph has no Connection), unless the graph
 // holds an fxstore.Source (such as fxstoretest's), which is used instead.
 var Module = fx.Module("lifecycle",
+	fx.Provide(newWebhooks),
 	fx.Invoke(register),
 )
 
@@ -95,9 +98,12 @@ func Options(cfg Config) fx.Option {
 		fx.StopTimeout(full.StopTimeout+30*time.Second),
 		fx.WithLogger(func(p loggerParams) fxevent.Logger {
 			// fx's events (each constructor provided, each hook run) are
-			// debug detail; its errors stay errors.
+			// debug detail. So are its errors: they are what App.Err and
+			// App.Start return, which the app reports once; logged here
+			// too, a failed start would be told three times more.
 			l := &fxevent.ZapLogger{Logger: orNop(p.Logger).Named("fx")}
 			l.UseLogLevel(zapcore.DebugLevel)
+			l.UseErrorLevel(zapcore.DebugLevel)
 			return l
 		}),
 		Module,
@@ -130,6 +136,7 @@ type Params struct {
 	Logger     *zap.Logger        `optional:"true"`
 	Runnables  []manager.Runnable `group:"fxkube.runnables"`
 	Checks     []Check            `group:"fxkube.checks"`
+	Webhooks   *Webhooks
 	Lifecycle  fx.Lifecycle
 	Shutdowner fx.Shutdowner
 }
@@ -144,7 +151,8 @@ func register(p Params) {
 		registry:   p.Registry,
 		log:        orNop(p.Logger).Named("lifecycle"),
 		runnables:  p.Runnables,
-		checks:     p.Checks,
+		checks:     append(slices.Clone(p.Checks), Check{Name: "webhooks", Checker: p.Webhooks.StartedChecker(), Readiness: true}),
+		webhooks:   p.Webhooks,
 		shutdowner: p.Shutdowner,
 	}
 	p.Lifecycle.Append(fx.Hook{OnStart: r.start, OnStop: r.stop})
@@ -161,7 +169,11 @@ type runner struct {
 	log        *zap.Logger
 	runnables  []manager.Runnable
 	checks     []Check
+	webhooks   *Webhooks
 	shutdowner fx.Shutdowner
+
+	stopWebhooks context.CancelFunc
+	webhooksDone <-chan struct{}
 
 	state   atomic.Value // a state
 	servers *servers
@@ -194,8 +206,13 @@ const (
 
 func (r *runner) start(ctx context.Context) (err error) {
 	r.state.Store(starting)
+	if r.cfg.LeaderElection.Enabled {
+		if err := r.resolveLease(); err != nil {
+			return err
+		}
+	}
 	begin := time.Now()
-	if r.servers, err = serve(r.cfg, r.readiness, r.checks, r.log); err != nil {
+	if r.servers, err = r.serve(ctx); err != nil {
 		return err
 	}
 	defer func() {
@@ -210,6 +227,13 @@ func (r *runner) start(ctx context.Context) (err error) {
 	}()
 	if err := metrics.Registry.Register(r.registry); err != nil {
 		r.log.Warn("store metrics not registered; is another app running in this process?", zap.Error(err))
+	}
+	// Webhooks serve before any store lists: conversion webhooks may be
+	// what a store's initial list waits for.
+	webhooksCtx, stopWebhooks := context.WithCancel(context.Background())
+	r.stopWebhooks = stopWebhooks
+	if r.webhooksDone, err = r.webhooks.run(webhooksCtx, ctx); err != nil {
+		return err
 	}
 	src, err := r.storeSource()
 	if err != nil {
@@ -310,6 +334,10 @@ func (r *runner) warmUp() func() error {
 // rollback undoes a start that failed part way.
 func (r *runner) rollback() {
 	r.registry.Stop()
+	if r.stopWebhooks != nil {
+		r.stopWebhooks()
+		<-r.webhooksDone
+	}
 	metrics.Registry.Unregister(r.registry)
 	r.servers.close(context.Background())
 }
@@ -400,14 +428,31 @@ func (r *runner) stop(ctx context.Context) error {
 	return nil
 }
 
-// readiness is the /readyz check.
-func (r *runner) readiness() error {
-	switch s, _ := r.state.Load().(state); s {
-	case ready, standby:
-		return nil
-	case "":
-		return errors.New(string(starting))
-	default:
-		return errors.New(string(s))
+// readiness is the app's own readiness, as named /readyz checks: "stores"
+// passes once every store has synced at start; "runnables" while the
+// runnables run (on a standby, those that need no leadership) and stop has
+// not begun.
+func (r *runner) readiness() []Check {
+	current := func() state {
+		if s, _ := r.state.Load().(state); s != "" {
+			return s
+		}
+		return starting
+	}
+	return []Check{
+		{Name: "stores", Readiness: true, Checker: func(*http.Request) error {
+			if current() == starting {
+				return errors.New("not synced yet")
+			}
+			return nil
+		}},
+		{Name: "runnables", Readiness: true, Checker: func(*http.Request) error {
+			switch s := current(); s {
+			case ready, standby:
+				return nil
+			default:
+				return errors.New(string(s))
+			}
+		}},
 	}
 }

@@ -2,107 +2,249 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
+	"path/filepath"
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/go-logr/logr"
+	"github.com/go-logr/zapr"
 	"go.uber.org/zap"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
-// servers are the probe and metrics HTTP servers.
+// servers are the app's probe, pprof and metrics servers: controller-runtime's
+// runnables (manager.Server, as its manager serves probes and pprof, and
+// metricsserver.Server), run until close.
 type servers struct {
-	log  *zap.Logger
-	list []*http.Server
-	wg   sync.WaitGroup
+	log    *zap.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	// shutdown stops the app when a server fails once serve has returned.
+	shutdown func(code int)
 }
 
-// serve starts the probe and metrics servers. Listening happens before serve
-// returns, so a taken port fails start at once.
-func serve(cfg Config, readiness func() error, checks []Check, log *zap.Logger) (*servers, error) {
-	s := &servers{log: log}
-	probes := http.NewServeMux()
-	probes.Handle("/healthz", probe(withChecks(func() error { return nil }, checks, false)))
-	probes.Handle("/readyz", probe(withChecks(readiness, checks, true)))
-	metricsMux := http.NewServeMux()
-	metricsMux.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}))
-
-	for _, srv := range []struct {
-		name, addr string
-		handler    http.Handler
-	}{
-		{"health probes", cfg.HealthProbeBindAddress, probes},
-		{"metrics", cfg.MetricsBindAddress, metricsMux},
-	} {
-		if srv.addr == "0" {
-			continue
-		}
-		ln, err := net.Listen("tcp", srv.addr)
+// serve starts the probe, pprof and metrics servers. Each listens before
+// serve returns, so a taken port fails start at once, naming the address.
+func (r *runner) serve(ctx context.Context) (_ *servers, err error) {
+	probes, err := probeHandler(append(r.readiness(), r.checks...))
+	if err != nil {
+		return nil, err
+	}
+	s := &servers{log: r.log, shutdown: r.shutdown}
+	// The servers log through controller-runtime's logr, found in ctx.
+	s.ctx, s.cancel = context.WithCancel(logr.NewContext(context.Background(), zapr.NewLogger(r.log)))
+	defer func() {
 		if err != nil {
 			s.close(context.Background())
-			return nil, fmt.Errorf("serve %s on %s: %w", srv.name, srv.addr, err)
 		}
-		hs := &http.Server{Handler: srv.handler, ReadHeaderTimeout: 10 * time.Second}
-		s.list = append(s.list, hs)
-		s.wg.Go(func() {
-			if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("server failed", zap.String("server", srv.name), zap.Error(err))
-			}
-		})
-		log.Info("serving", zap.String("server", srv.name), zap.Stringer("address", ln.Addr()))
+	}()
+	if addr := r.cfg.HealthProbeBindAddress; addr != "0" {
+		if err := s.listen("health probes", addr, probes); err != nil {
+			return nil, err
+		}
+	}
+	if addr := r.cfg.PprofBindAddress; addr != "" && addr != "0" {
+		if err := s.listen("pprof", addr, pprofHandler()); err != nil {
+			return nil, err
+		}
+	}
+	if addr := r.cfg.MetricsBindAddress; addr != "0" {
+		if err := s.serveMetrics(ctx, r, addr); err != nil {
+			return nil, fmt.Errorf("serve metrics on %s: %w", addr, err)
+		}
 	}
 	return s, nil
 }
 
-// withChecks returns a check that passes when base and every check of the
-// readiness kind given do, naming the first that fails.
-func withChecks(base func() error, checks []Check, readiness bool) func(*http.Request) error {
-	var mine []Check
-	for _, c := range checks {
-		if c.Readiness == readiness {
-			mine = append(mine, c)
-		}
+// listen serves handler on addr, as controller-runtime's manager serves its
+// probes and pprof: the listener is made first, so that a taken port is an
+// error now.
+func (s *servers) listen(name, addr string, handler http.Handler) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("serve %s on %s: %w", name, addr, err)
 	}
-	return func(req *http.Request) error {
-		if err := base(); err != nil {
-			return err
+	s.run(name, &manager.Server{
+		Name: name,
+		Server: &http.Server{
+			Handler:           handler,
+			ReadHeaderTimeout: 10 * time.Second,
+			// Requests end with the servers (a 30-second CPU profile too),
+			// so that stop need not wait for them.
+			BaseContext: func(net.Listener) context.Context { return s.ctx },
+		},
+		Listener: ln,
+	})
+	s.log.Info("serving", zap.String("server", name), zap.Stringer("address", ln.Addr()))
+	return nil
+}
+
+// serveMetrics serves /metrics with controller-runtime's metrics server, as
+// kubebuilder's cmd/main.go configures it. That server listens only once it
+// runs, so serveMetrics waits until it has, or has failed to.
+func (s *servers) serveMetrics(ctx context.Context, r *runner, addr string) error {
+	cfg := r.cfg
+	opts := metricsserver.Options{BindAddress: addr, SecureServing: cfg.MetricsSecure}
+	srv, err := func() (metricsserver.Server, error) {
+		if !cfg.MetricsSecure {
+			return metricsserver.NewServer(opts, nil, nil)
 		}
-		for _, c := range mine {
-			if err := c.Checker(req); err != nil {
-				return fmt.Errorf("check %q failed: %w", c.Name, err)
+		conn, err := r.connect()
+		if err != nil {
+			return nil, fmt.Errorf("secure metrics ask the API server to authenticate and authorize each request: %w", err)
+		}
+		opts.FilterProvider = filters.WithAuthenticationAndAuthorization
+		opts.TLSOpts = tlsOpts(cfg.EnableHTTP2)
+		if cert := cfg.MetricsCert; cert.Path != "" {
+			// As kubebuilder's scaffold does: a certificate that cannot be
+			// read is an error, not a silent fallback to a self-signed one
+			// (controller-runtime's, when its files are missing).
+			w, err := certwatcher.New(filepath.Join(cert.Path, cert.Name), filepath.Join(cert.Path, cert.Key))
+			if err != nil {
+				return nil, fmt.Errorf("%w; check --metrics-cert-path, --metrics-cert-name and --metrics-cert-key", err)
 			}
+			opts.TLSOpts = append(opts.TLSOpts, func(c *tls.Config) { c.GetCertificate = w.GetCertificate })
+			s.run("metrics certificate watcher", w)
 		}
+		return metricsserver.NewServer(opts, conn.Config, conn.HTTPClient)
+	}()
+	if err != nil {
+		return err
+	}
+	failed, ready := s.start("metrics", srv)
+	defer ready()
+	bound, ok := srv.(interface{ GetBindAddr() string })
+	if !ok {
+		// Not controller-runtime's server as we know it: a port it
+		// cannot bind stops the app once it has started.
 		return nil
 	}
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-failed:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+			if a := bound.GetBindAddr(); a != "" {
+				s.log.Info("serving", zap.String("server", "metrics"), zap.String("address", a), zap.Bool("secure", cfg.MetricsSecure))
+				return nil
+			}
+		}
+	}
 }
 
-// probe answers 200 "ok" when check passes, else 503 with the reason, as
-// Kubernetes probes expect.
-func probe(check func(*http.Request) error) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		if err := check(req); err != nil {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = fmt.Fprintln(w, err)
+// run runs rn until close. An error it stops with stops the app.
+func (s *servers) run(name string, rn manager.Runnable) {
+	_, ready := s.start(name, rn)
+	ready()
+}
+
+// start runs rn until close. Until ready is called, the error rn stops
+// with, if any, goes to failed (serve waits there for a server to listen);
+// from then on, it stops the app.
+func (s *servers) start(name string, rn manager.Runnable) (failed <-chan error, ready func()) {
+	ch := make(chan error, 1)
+	var (
+		mu      sync.Mutex
+		waiting = true
+	)
+	stopApp := func(err error) {
+		s.log.Error("server failed; stopping the app", zap.String("server", name), zap.Error(err))
+		s.shutdown(1)
+	}
+	s.wg.Go(func() {
+		err := rn.Start(s.ctx)
+		if err == nil || s.ctx.Err() != nil {
 			return
 		}
-		_, _ = fmt.Fprintln(w, "ok")
+		mu.Lock()
+		defer mu.Unlock()
+		if waiting {
+			ch <- err
+			return
+		}
+		stopApp(err)
 	})
+	return ch, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		waiting = false
+		select {
+		case err := <-ch: // failed after serve stopped waiting
+			stopApp(err)
+		default:
+		}
+	}
 }
 
+// probeHandler serves /healthz and /readyz with controller-runtime's
+// healthz.Handler, as its manager does: each lists its checks by name with
+// ?verbose, runs one at /readyz/<name>, and answers 500 when a check fails
+// (Kubernetes probes take any status from 400 on as a failure). /healthz
+// always has the check "ping".
+func probeHandler(checks []Check) (http.Handler, error) {
+	endpoints := map[string]*healthz.Handler{
+		"/healthz": {Checks: map[string]healthz.Checker{"ping": healthz.Ping}},
+		"/readyz":  {Checks: map[string]healthz.Checker{}},
+	}
+	for _, c := range checks {
+		path := "/healthz"
+		if c.Readiness {
+			path = "/readyz"
+		}
+		h := endpoints[path]
+		switch _, taken := h.Checks[c.Name]; {
+		case c.Name == "":
+			return nil, fmt.Errorf("a %s check has no name; name each check", path)
+		case taken:
+			return nil, fmt.Errorf("%s has two checks named %q; give each check its own name", path, c.Name)
+		}
+		h.Checks[c.Name] = c.Checker
+	}
+	mux := http.NewServeMux()
+	for path, h := range endpoints {
+		mux.Handle(path, http.StripPrefix(path, h))
+		mux.Handle(path+"/", http.StripPrefix(path, h))
+	}
+	return mux, nil
+}
+
+// pprofHandler serves net/http/pprof's endpoints, as controller-runtime's
+// manager does on its PprofBindAddress.
+func pprofHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
+
+// close stops the servers and waits for them, or for ctx to end.
 func (s *servers) close(ctx context.Context) {
 	if s == nil {
 		return
 	}
-	for _, hs := range s.list {
-		if err := hs.Shutdown(ctx); err != nil {
-			s.log.Warn("server did not close cleanly", zap.Error(err))
-		}
+	s.cancel()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.log.Warn("servers did not close in time", zap.Error(ctx.Err()))
 	}
-	s.wg.Wait()
 }

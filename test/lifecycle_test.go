@@ -145,8 +145,8 @@ func (s slowTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return s.next.RoundTrip(req)
 }
 
-// /readyz is 503 while stores sync, 200 once they have and runnables run,
-// and 503 again as soon as stop begins.
+// /readyz is 500 while stores sync, 200 once they have and runnables run,
+// and 500 again as soon as stop begins.
 func TestReadinessAcrossStartAndStop(t *testing.T) {
 	cfg := testenv.Config(t)
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
@@ -165,11 +165,11 @@ func TestReadinessAcrossStartAndStop(t *testing.T) {
 	started := make(chan error, 1)
 	go func() { started <- app.Start(t.Context()) }()
 	require.Eventually(t, func() bool { return status(probes, "/healthz") == http.StatusOK }, 10*time.Second, 10*time.Millisecond)
-	assert.Equal(t, http.StatusServiceUnavailable, status(probes, "/readyz"), "not ready while syncing")
+	assert.Equal(t, http.StatusInternalServerError, status(probes, "/readyz"), "not ready while syncing")
 	require.NoError(t, <-started)
 	assert.Equal(t, http.StatusOK, status(probes, "/readyz"))
 	require.NoError(t, app.Stop(t.Context()))
-	assert.Equal(t, int32(http.StatusServiceUnavailable), duringStop.Load(), "not ready once stop begins")
+	assert.Equal(t, int32(http.StatusInternalServerError), duringStop.Load(), "not ready once stop begins")
 	assert.Equal(t, 0, status(probes, "/readyz"), "servers closed")
 }
 

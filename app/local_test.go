@@ -1,0 +1,278 @@
+//go:build linux
+
+package app_test
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fxkube/fxkube/internal/controlplane"
+)
+
+// Ctrl-C, which a terminal sends to the whole foreground process group,
+// stops the local command cleanly, and `make run` with it: the app stops
+// its kube-apiserver and etcd, which live in process groups of their own,
+// exits 0 and prints no error, and make reports none.
+func TestLocalStopsCleanlyOnCtrlC(t *testing.T) {
+	dir := cmp.Or(os.Getenv("KUBEBUILDER_ASSETS"), controlplane.Dir())
+	require.NoError(t, controlplane.Check(dir))
+	bin := filepath.Join(t.TempDir(), "fxkube-local")
+	// As `make run` builds it, so that make finds it up to date.
+	build := exec.CommandContext(t.Context(), "go", "build", "-tags", "local", "-o", bin, production)
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	local := func(t *testing.T, probes string) []string {
+		return []string{"--metrics-bind-address", "0", "--health-probe-bind-address", probes,
+			"--kubeconfig-out", filepath.Join(t.TempDir(), "kubeconfig")}
+	}
+
+	t.Run("ready", func(t *testing.T) {
+		probes := loopbackAddr(t)
+		cmd := exec.Command(bin, append([]string{"local", "--controlplane-dir", dir, "--log-format", "console"}, local(t, probes)...)...)
+		out, err := interrupt(t, cmd, func() bool { return status(probes, "/readyz") == http.StatusOK })
+		require.NoError(t, err, "exit status; output:\n%s", out)
+		assertNoErrorLines(t, out)
+		assert.Contains(t, out, "stopping")
+	})
+
+	// Interrupted while kube-apiserver and etcd start, it waits for them to
+	// be up, stops them and exits 0.
+	t.Run("starting", func(t *testing.T) {
+		cmd := exec.Command(bin, append([]string{"local", "--controlplane-dir", dir, "--log-format", "console"}, local(t, loopbackAddr(t))...)...)
+		out, err := interrupt(t, cmd, func() bool {
+			return slices.ContainsFunc(descendants(t, cmd.Process.Pid), func(p proc) bool { return p.name == controlplane.Etcd })
+		})
+		require.NoError(t, err, "exit status; output:\n%s", out)
+		assertNoErrorLines(t, out)
+		assert.NotContains(t, out, "export KUBECONFIG", "the app stopped before it ran")
+	})
+
+	t.Run("make run", func(t *testing.T) {
+		require.NoError(t, controlplane.Check(controlplane.Dir()), "make run uses the cache's binaries")
+		probes := loopbackAddr(t)
+		cmd := exec.Command("make", "--no-print-directory", "run", "LOCAL_APP="+bin, "ARGS="+strings.Join(local(t, probes), " "))
+		cmd.Dir = ".."
+		// As if typed in a terminal, not run by the make of `make test`.
+		cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
+			name, _, _ := strings.Cut(kv, "=")
+			return name == "MAKEFLAGS" || name == "MAKELEVEL" || name == "MFLAGS"
+		})
+		out, err := interrupt(t, cmd, func() bool { return status(probes, "/readyz") == http.StatusOK })
+		// make, interrupted, ends itself with the signal once its recipe has
+		// ended; had the recipe failed, it would say so first.
+		var exit *exec.ExitError
+		if err != nil {
+			require.ErrorAs(t, err, &exit, "output:\n%s", out)
+			ws := exit.Sys().(syscall.WaitStatus)
+			require.True(t, ws.Signaled() && ws.Signal() == syscall.SIGINT, "%v; output:\n%s", err, out)
+		}
+		assertNoErrorLines(t, out)
+		assert.Contains(t, out, "stopping")
+	})
+}
+
+// interrupt starts cmd in a process group of its own, waits until when is
+// true, sends SIGINT to the group and returns what cmd printed and how it
+// exited. The control plane that cmd started must be gone by then.
+func interrupt(t *testing.T, cmd *exec.Cmd, when func() bool) (string, error) {
+	t.Helper()
+	var out lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var (
+		ended bool // whether exited has been received from
+		err   error
+	)
+	// Every kube-apiserver and etcd seen under cmd, which must be gone when
+	// it has exited.
+	var plane []proc
+	watch := func() {
+		for _, p := range descendants(t, cmd.Process.Pid) {
+			if (p.name == controlplane.APIServer || p.name == controlplane.Etcd) && !slices.Contains(plane, p) {
+				plane = append(plane, p)
+			}
+		}
+	}
+	defer func() {
+		// Whatever failed, leave no process behind.
+		if !ended {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			t.Logf("killed %s: %v", cmd.Path, <-exited)
+		}
+		for _, p := range plane {
+			if alive(p) {
+				_ = syscall.Kill(p.pid, syscall.SIGKILL)
+			}
+		}
+	}()
+
+	deadline := time.Now().Add(2 * time.Minute)
+	for !when() {
+		select {
+		case err = <-exited:
+			ended = true
+			t.Fatalf("exited before it was interrupted: %v; output:\n%s", err, out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		watch()
+		require.True(t, time.Now().Before(deadline), "not ready within 2m; output:\n%s", out.String())
+	}
+	watch()
+	require.NotEmpty(t, plane, "a kube-apiserver or etcd runs under %s", cmd.Path)
+	require.NoError(t, syscall.Kill(-cmd.Process.Pid, syscall.SIGINT))
+	for deadline := time.After(2 * time.Minute); !ended; {
+		select {
+		case err = <-exited:
+			ended = true
+		case <-time.After(50 * time.Millisecond):
+			watch()
+		case <-deadline:
+			t.Fatalf("still running 2m after SIGINT; output:\n%s", out.String())
+		}
+	}
+	for _, p := range plane {
+		assert.False(t, alive(p), "%s (pid %d) outlived the app", p.name, p.pid)
+	}
+	return out.String(), err
+}
+
+// assertNoErrorLines asserts that no line of out is an error: not a log
+// entry at level ERROR or above, not an "Error:" from the command line, not
+// go's or make's report of a failed command.
+func assertNoErrorLines(t *testing.T, out string) {
+	t.Helper()
+	for line := range strings.Lines(out) {
+		fields := strings.Split(line, "\t")
+		if len(fields) > 1 {
+			assert.NotContains(t, []string{"ERROR", "DPANIC", "PANIC", "FATAL"}, fields[1], "error logged: %s", line)
+		}
+		for _, bad := range []string{"Error:", "exit status", "make: ***"} {
+			assert.NotContains(t, line, bad, "an error line")
+		}
+	}
+}
+
+// proc is a running process.
+type proc struct {
+	pid  int
+	name string // its command name, at most 15 bytes (Linux's comm)
+}
+
+// descendants returns the processes below pid, read from /proc.
+func descendants(t *testing.T, pid int) []proc {
+	t.Helper()
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	require.NoError(t, err)
+	children := make(map[int][]proc)
+	for _, path := range stats {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			continue // ended since the glob
+		}
+		p, ppid, err := parseStat(string(raw))
+		require.NoError(t, err, path)
+		children[ppid] = append(children[ppid], p)
+	}
+	var all []proc
+	for next := []int{pid}; len(next) > 0; {
+		parent := next[0]
+		next = next[1:]
+		for _, c := range children[parent] {
+			all = append(all, c)
+			next = append(next, c.pid)
+		}
+	}
+	return all
+}
+
+// parseStat reads a process and its parent's pid from its /proc/<pid>/stat:
+// "pid (comm) state ppid ...", where comm may hold spaces and parentheses.
+func parseStat(stat string) (proc, int, error) {
+	open, end := strings.IndexByte(stat, '('), strings.LastIndexByte(stat, ')')
+	if open < 0 || end < open {
+		return proc{}, 0, fmt.Errorf("stat %q: no (comm)", stat)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(stat[:open]))
+	if err != nil {
+		return proc{}, 0, fmt.Errorf("stat %q: pid: %w", stat, err)
+	}
+	rest := strings.Fields(stat[end+1:])
+	if len(rest) < 2 {
+		return proc{}, 0, fmt.Errorf("stat %q: no ppid", stat)
+	}
+	ppid, err := strconv.Atoi(rest[1])
+	if err != nil {
+		return proc{}, 0, fmt.Errorf("stat %q: ppid: %w", stat, err)
+	}
+	return proc{pid: pid, name: stat[open+1 : end]}, ppid, nil
+}
+
+// alive reports whether p still runs: its pid names a process of its name
+// that is not a zombie.
+func alive(p proc) bool {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
+	if err != nil {
+		return false
+	}
+	now, _, err := parseStat(string(raw))
+	state := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+	return err == nil && now == p && len(state) > 0 && state[0] != "Z"
+}
+
+func loopbackAddr(t *testing.T) string {
+	t.Helper()
+	addr, err := controlplane.LoopbackAddr()
+	require.NoError(t, err)
+	return addr
+}
+
+// status returns the status code of GET http://addr/path, or 0 if there is
+// no answer. It keeps no connection open.
+func status(addr, path string) int {
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	resp, err := client.Get("http://" + addr + path)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// lockedBuffer is a bytes.Buffer that a running command writes while the
+// test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,226 @@
+package lifecycle
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"go.uber.org/fx"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
+)
+
+// WebhooksGroup is the fx value group of WebhookHandlers that the app's
+// webhook server serves.
+const WebhooksGroup = "fxkube.webhooks"
+
+// WebhookHandler is an admission or conversion webhook served at Path.
+type WebhookHandler struct {
+	Path    string
+	Handler http.Handler
+}
+
+// Webhook adds handler to the app's webhook server at path: an admission
+// webhook (controller-runtime's admission.WithDefaulter, WithValidator, or
+// any admission.Webhook) or a conversion webhook. A handler that needs
+// values of the graph (the scheme, a client) is registered from an
+// fx.Invoke with Webhooks.Register instead.
+func Webhook(path string, handler http.Handler) fx.Option {
+	return fx.Supply(fx.Annotated{Group: WebhooksGroup, Target: WebhookHandler{Path: path, Handler: handler}})
+}
+
+// Webhooks is the app's admission and conversion webhook server:
+// controller-runtime's webhook.Server, with certificates from a directory
+// that are reloaded when they change (controller-runtime's certwatcher).
+// lifecycle starts it before any store lists, as controller-runtime's
+// manager does, because a store of a multi-version CRD whose storage
+// version is not the one it watches cannot sync until the conversion
+// webhook answers; and it stops it last. It runs only when a webhook is
+// registered: an app without one opens no port. Its readiness is on
+// /readyz as the check "webhooks".
+//
+// Every module and every hosted controller-runtime operator
+// (fxcontroller.SetupWithManager: mgr.GetWebhookServer,
+// ctrl.NewWebhookManagedBy) registers on this one server, and converters
+// on its one conversion registry. Registrations are made while the app is
+// built; a path registered twice fails the app's build, naming it.
+type Webhooks struct {
+	server     webhook.Server
+	converters conversion.Registry
+	addr       string
+
+	mu      sync.Mutex
+	paths   []string
+	errs    []error
+	started bool
+}
+
+var _ webhook.Server = (*Webhooks)(nil)
+
+// NewWebhooks returns the webhook server cfg configures, with handlers
+// registered.
+func NewWebhooks(cfg Config, handlers ...WebhookHandler) (*Webhooks, error) {
+	cfg = cfg.withDefaults()
+	w := &Webhooks{
+		server: webhook.NewServer(webhook.Options{
+			Host:     cfg.Webhook.Host,
+			Port:     cfg.Webhook.Port,
+			CertDir:  cfg.Webhook.Cert.Path,
+			CertName: cfg.Webhook.Cert.Name,
+			KeyName:  cfg.Webhook.Cert.Key,
+			TLSOpts:  tlsOpts(cfg.EnableHTTP2),
+		}),
+		converters: conversion.NewRegistry(),
+		addr:       fmt.Sprintf("%s:%d", cfg.Webhook.Host, cfg.Webhook.Port),
+	}
+	for _, h := range handlers {
+		w.Register(h.Path, h.Handler)
+	}
+	return w, w.Err()
+}
+
+// tlsOpts turns HTTP/2 off unless enabled, as kubebuilder's scaffold does
+// against HTTP/2's Stream Cancellation and Rapid Reset CVEs.
+func tlsOpts(enableHTTP2 bool) []func(*tls.Config) {
+	if enableHTTP2 {
+		return nil
+	}
+	return []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}
+}
+
+type webhooksParams struct {
+	fx.In
+
+	Config   Config           `optional:"true"`
+	Handlers []WebhookHandler `group:"fxkube.webhooks"`
+}
+
+func newWebhooks(p webhooksParams) (*Webhooks, error) { return NewWebhooks(p.Config, p.Handlers...) }
+
+// Register implements webhook.Server: hook is served at path once the app
+// starts. Registering a path twice, or after the app has started, is an
+// error that Err returns (controller-runtime's server panics).
+func (w *Webhooks) Register(path string, hook http.Handler) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.started:
+		w.errs = append(w.errs, fmt.Errorf("webhook %s registered after the app started; register webhooks while the app is built", path))
+		return
+	case slices.Contains(w.paths, path):
+		w.errs = append(w.errs, fmt.Errorf("webhook path %s registered twice; each path has one handler (two hosted operators webhooking one kind: keep it in one)", path))
+		return
+	}
+	w.paths = append(w.paths, path)
+	w.server.Register(path, hook)
+}
+
+// Err returns what went wrong with registrations.
+func (w *Webhooks) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return errors.Join(w.errs...)
+}
+
+// Paths returns the registered paths, in the order registered.
+func (w *Webhooks) Paths() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.paths)
+}
+
+// ConverterRegistry is the app's conversion registry, which
+// controller-runtime's webhook builder fills (a hosted manager's
+// GetConverterRegistry) and the /convert handler reads.
+func (w *Webhooks) ConverterRegistry() conversion.Registry { return w.converters }
+
+// RegisterConversion serves the /convert webhook for scheme's convertible
+// types (Hub and Convertible implementations, or kinds with a converter in
+// ConverterRegistry), as controller-runtime's webhook builder registers it.
+// It is registered once, however many modules ask.
+func (w *Webhooks) RegisterConversion(scheme *k8sruntime.Scheme) {
+	w.mu.Lock()
+	registered := slices.Contains(w.paths, convertPath)
+	w.mu.Unlock()
+	if !registered {
+		w.Register(convertPath, conversion.NewWebhookHandler(scheme, w.converters))
+	}
+}
+
+const convertPath = "/convert"
+
+// Start implements webhook.Server. The app starts its webhook server; a
+// module calling Start gets an error.
+func (w *Webhooks) Start(context.Context) error {
+	return errors.New("the app starts its webhook server; do not start it")
+}
+
+// NeedLeaderElection implements webhook.Server: webhooks serve on every
+// replica.
+func (w *Webhooks) NeedLeaderElection() bool { return false }
+
+// StartedChecker implements webhook.Server: it passes once the server
+// answers TLS handshakes, or always when no webhook is registered (nothing
+// is served).
+func (w *Webhooks) StartedChecker() healthz.Checker {
+	return func(req *http.Request) error {
+		if !w.serving() {
+			return nil
+		}
+		return w.server.StartedChecker()(req)
+	}
+}
+
+// WebhookMux implements webhook.Server.
+func (w *Webhooks) WebhookMux() *http.ServeMux { return w.server.WebhookMux() }
+
+func (w *Webhooks) serving() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.paths) > 0
+}
+
+// run serves the webhooks until ctx ends, if any is registered. It returns
+// once the server answers, or with why it could not start (its
+// certificate files, its port). done is closed when the server has
+// stopped.
+func (w *Webhooks) run(ctx context.Context, startCtx context.Context) (done <-chan struct{}, err error) {
+	w.mu.Lock()
+	w.started = true
+	paths := slices.Clone(w.paths)
+	w.mu.Unlock()
+	stopped := make(chan struct{})
+	if len(paths) == 0 {
+		close(stopped)
+		return stopped, nil
+	}
+	failed := make(chan error, 1)
+	go func() {
+		defer close(stopped)
+		if err := w.server.Start(ctx); err != nil {
+			failed <- err
+		}
+	}()
+	check := w.server.StartedChecker()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-failed:
+			return stopped, fmt.Errorf("serve webhooks %q on %s: %w; check --webhook-cert-path (with --webhook-cert-name and --webhook-cert-key) and --webhook-port", paths, w.addr, err)
+		case <-startCtx.Done():
+			return stopped, fmt.Errorf("serve webhooks on %s: %w", w.addr, startCtx.Err())
+		case <-tick.C:
+			if check(nil) == nil {
+				return stopped, nil
+			}
+		}
+	}
+}
