@@ -79,10 +79,32 @@ func execute(t *testing.T, modules []fx.Option, args ...string) (string, error) 
 	return out.String(), err
 }
 
+// A module asking for front ConfigMaps next to one asking for all of them
+// gets a view: describe says so, and counts one informer for both.
+func TestDescribeShowsViews(t *testing.T) {
+	front := fx.Invoke(func(r *fxstore.Registry) error {
+		_, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{LabelSelector: "tier=front"})
+		return err
+	})
+	out, err := execute(t, []fx.Option{deploys, front}, "describe")
+	require.NoError(t, err)
+	assert.Contains(t, out, "3 store requests → 3 specs → 2 informers")
+	assert.Contains(t, out, `  ConfigMap/v1 (all namespaces, labels "tier=front") → view of ConfigMap/v1 (all namespaces)`)
+
+	out, err = execute(t, []fx.Option{deploys, front}, "describe", "-o", "json")
+	require.NoError(t, err)
+	var g app.Graph
+	require.NoError(t, json.Unmarshal([]byte(out), &g))
+	assert.Equal(t, 3, g.Specs)
+	assert.Equal(t, 2, g.Informers)
+	require.Len(t, g.Stores, 3)
+	assert.Equal(t, "ConfigMap/v1 (all namespaces)", g.Stores[2].ViewOf)
+}
+
 func TestDescribe(t *testing.T) {
 	out, err := execute(t, []fx.Option{deploys, secrets}, "describe")
 	require.NoError(t, err)
-	assert.Contains(t, out, "4 store requests → 3 informers")
+	assert.Contains(t, out, "4 store requests → 3 specs → 3 informers")
 	assert.Contains(t, out, "ConfigMap/v1 (all namespaces)\n    consumers: app_test.newDeploys, app_test.newSecrets\n    controllers: deploys\n")
 	assert.Contains(t, out, `Secret/v1 (namespace "team", labels "a=1,b=2")`)
 	assert.Contains(t, out, "  deploys (declared by app_test.newDeploys)\n    primary: Deployment.apps/v1 (all namespaces)\n    watches: ConfigMap/v1 (all namespaces)\n    writes:  deployments.apps (patch)\n")

@@ -20,9 +20,11 @@ import (
 // Graph is what the app's modules declared: its stores and controllers. The
 // describe command prints it; `describe --output json` prints it as JSON.
 type Graph struct {
-	// Requests counts the store requests of all modules; Informers counts
-	// the distinct stores serving them, one informer each.
+	// Requests counts the store requests of all modules; Specs the
+	// distinct stores serving them; Informers those with an informer of
+	// their own, the others being views of a broader store.
 	Requests    int          `json:"requests"`
+	Specs       int          `json:"specs"`
 	Informers   int          `json:"informers"`
 	Stores      []Store      `json:"stores"`
 	Controllers []Controller `json:"controllers"`
@@ -56,6 +58,9 @@ type Store struct {
 	// Late reports a store started after every other had synced, when a
 	// hosted operator first read its kind.
 	Late bool `json:"late,omitempty"`
+	// ViewOf is the key of the store this one is a view of, served from
+	// its informer with no watch or copy of its own.
+	ViewOf string `json:"viewOf,omitempty"`
 }
 
 // Controller is one controller of the Graph.
@@ -127,14 +132,21 @@ func NewGraph(reg *fxstore.Registry, ctrls fxcontroller.Controllers, hosted fxco
 	}
 	for _, s := range reg.Stores() {
 		k := s.Key
+		viewOf := ""
+		if s.ViewOf != nil {
+			viewOf = s.ViewOf.String()
+		} else {
+			g.Informers++
+		}
 		g.Stores = append(g.Stores, Store{
-			Key: k.String(), Group: k.Kind.Group, Version: k.Kind.Version, Kind: k.Kind.Kind,
+			ViewOf: viewOf,
+			Key:    k.String(), Group: k.Kind.Group, Version: k.Kind.Version, Kind: k.Kind.Kind,
 			Namespace: k.Namespace, LabelSelector: k.LabelSelector, FieldSelector: k.FieldSelector,
 			Projection: k.Projection.String(), Transform: k.Transform,
 			Consumers: s.Consumers, Controllers: byKey[k], Indexes: s.Indexes, Late: s.Late,
 		})
 	}
-	g.Informers = len(g.Stores)
+	g.Specs = len(g.Stores)
 	for _, h := range hosted {
 		info := h.Info()
 		gh := Hosted{Name: info.Name, DeclaredBy: info.DeclaredBy, Controllers: h.Controllers()}
@@ -154,10 +166,10 @@ func (a *app) describeCommand() *cobra.Command {
 		Long: `Print the stores and controllers the modules declare, without contacting a cluster.
 
 --output json prints a Graph object:
-  {"requests": N, "informers": M,
+  {"requests": N, "specs": M, "informers": K,
    "stores": [{"key", "group", "version", "kind", "namespace", "labelSelector",
                "fieldSelector", "projection", "transform", "consumers": [...],
-               "controllers": [...], "indexes": [...], "late"}],
+               "controllers": [...], "indexes": [...], "late", "viewOf"}],
    "controllers": [{"name", "declaredBy", "primary", "secondary": [...],
                     "writes": [...], "needsLeader"}],
    "hosted": [{"name", "declaredBy", "controllers": [...], "writes": [...]}]}
@@ -186,9 +198,13 @@ Store keys in "primary" and "secondary" match a store's "key".`,
 
 // WriteText prints the graph for people.
 func (g Graph) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "%d store requests → %d informers\n\nStores:\n", g.Requests, g.Informers)
+	fmt.Fprintf(w, "%d store requests → %d specs → %d informers\n\nStores:\n", g.Requests, g.Specs, g.Informers)
 	for _, s := range g.Stores {
-		fmt.Fprintf(w, "  %s\n", s.Key)
+		if s.ViewOf != "" {
+			fmt.Fprintf(w, "  %s → view of %s\n", s.Key, s.ViewOf)
+		} else {
+			fmt.Fprintf(w, "  %s\n", s.Key)
+		}
 		if s.Late {
 			fmt.Fprintln(w, "    started late, on first read")
 		}

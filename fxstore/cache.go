@@ -701,7 +701,7 @@ func (ns namespaceStore) list(lo client.ListOptions, indexName func(field string
 	if !s.HasSynced() {
 		return nil, s.e.notSynced
 	}
-	indexer := s.e.informer.GetIndexer()
+	indexer := s.e.indexer()
 	if lo.FieldSelector == nil || lo.FieldSelector.Empty() {
 		if lo.Namespace != "" {
 			return indexer.ByIndex(toolscache.NamespaceIndex, lo.Namespace)

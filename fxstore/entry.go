@@ -38,6 +38,17 @@ type entry struct {
 
 	late bool // set before the store starts
 
+	// proxy is the informer the store gives out: informer, or its view's.
+	proxy *storeInformer
+	// view is set when the registry serves the store from a broader one.
+	view atomic.Pointer[view]
+	// pinned keeps the store on an informer of its own; guarded by the
+	// registry's lock.
+	pinned bool
+	// indexers are the requests' indexes, to move to a view's parent;
+	// guarded by the registry's lock.
+	indexers cache.Indexers
+
 	synced   atomic.Bool
 	syncedCh chan struct{}
 	received atomic.Int64
@@ -55,9 +66,11 @@ func newEntry(key Key, example k8sruntime.Object, t Transform, r *Registry) *ent
 		registry:   r,
 		transform:  t,
 		indexFuncs: make(map[string]string),
+		indexers:   cache.Indexers{},
 		syncedCh:   make(chan struct{}),
 		notSynced:  &StoreError{Key: key, Err: ErrNotSynced},
 	}
+	e.proxy = &storeInformer{e}
 	e.informer = cache.NewSharedIndexInformerWithOptions(&e.lw, example, cache.SharedIndexInformerOptions{
 		Indexers:          cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 		ObjectDescription: key.String(),
@@ -88,6 +101,10 @@ func (e *entry) add(t Transform, req request) error {
 	}
 	for _, ix := range req.indexes {
 		e.indexFuncs[ix.name] = ix.fnID
+		e.indexers[ix.name] = ix.fn
+	}
+	if req.ownInformer {
+		e.pinned = true
 	}
 	if !req.indexOnly {
 		e.mu.Lock()
@@ -151,10 +168,11 @@ type bindError struct{ err error }
 func (e *bindError) Error() string { return e.err.Error() }
 func (e *bindError) Unwrap() error { return e.err }
 
-// awaitSync marks the store synced when the informer's own signal fires.
-func (e *entry) awaitSync(ctx context.Context) {
+// awaitSync marks the store synced when done is closed: when its informer
+// has synced, or, for a view, its parent.
+func (e *entry) awaitSync(ctx context.Context, done <-chan struct{}) {
 	select {
-	case <-e.informer.HasSyncedChecker().Done():
+	case <-done:
 	case <-ctx.Done():
 		return
 	}
@@ -164,7 +182,7 @@ func (e *entry) awaitSync(ctx context.Context) {
 	e.mu.Unlock()
 	e.synced.Store(true)
 	close(e.syncedCh)
-	e.registry.log.Info("store synced", zap.Stringer("store", e.key), zap.Duration("took", d), zap.Int("objects", len(e.informer.GetIndexer().ListKeys())))
+	e.registry.log.Info("store synced", zap.Stringer("store", e.key), zap.Duration("took", d), zap.Int("objects", e.count()))
 	e.registry.signal()
 }
 
@@ -207,6 +225,63 @@ func (e *entry) listWatchSucceeded() {
 	}
 }
 
+// indexer is what the store reads: its informer's indexer, or its view's.
+func (e *entry) indexer() cache.Indexer {
+	if v := e.view.Load(); v != nil {
+		return v.indexer
+	}
+	return e.informer.GetIndexer()
+}
+
+// count returns how many objects the store holds.
+func (e *entry) count() int {
+	if v := e.view.Load(); v != nil {
+		return v.indexer.count()
+	}
+	return len(e.informer.GetIndexer().ListKeys())
+}
+
+// canServeAsView reports whether the store can be a view of parent: its
+// filter can be evaluated on the client, and parent has no index of
+// another function by the name of one of its own. The registry's lock is
+// held.
+func (e *entry) canServeAsView(parent *entry) bool {
+	if _, err := viewMatcher(parent.key, e.key); err != nil {
+		return false
+	}
+	for name, id := range e.indexFuncs {
+		if pid, ok := parent.indexFuncs[name]; ok && pid != id {
+			return false
+		}
+	}
+	return true
+}
+
+// serveAsView makes the store a view of parent, moving its indexes to
+// parent's informer, when canServeAsView. The registry's lock is held,
+// before either store runs.
+func (e *entry) serveAsView(parent *entry) bool {
+	match, err := viewMatcher(parent.key, e.key)
+	if err != nil || !e.canServeAsView(parent) {
+		return false
+	}
+	moved := cache.Indexers{}
+	for name, fn := range e.indexers {
+		if _, ok := parent.indexFuncs[name]; !ok {
+			moved[name] = fn
+		}
+	}
+	if err := parent.informer.AddIndexers(moved); err != nil {
+		return false
+	}
+	for name, fn := range moved {
+		parent.indexFuncs[name] = e.indexFuncs[name]
+		parent.indexers[name] = fn
+	}
+	e.view.Store(newView(parent, match))
+	return true
+}
+
 func (e *entry) info() StoreInfo {
 	// indexFuncs is guarded by the registry's lock, which is taken before
 	// the entry's.
@@ -215,8 +290,13 @@ func (e *entry) info() StoreInfo {
 	e.registry.mu.Unlock()
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	var viewOf *Key
+	if v := e.view.Load(); v != nil {
+		viewOf = &v.parent.key
+	}
 	return StoreInfo{
 		Key:       e.key,
+		ViewOf:    viewOf,
 		Consumers: slices.Clone(e.consumers),
 		Indexes:   indexes,
 		Late:      e.late,

@@ -19,6 +19,8 @@ var (
 		"Time from start until the store finished its initial sync.", []string{"store"}, nil)
 	consumersDesc = prometheus.NewDesc("fxkube_store_consumers",
 		"Requests sharing the store.", []string{"store"}, nil)
+	viewDesc = prometheus.NewDesc("fxkube_store_view",
+		"1 for a store served as a view of the store view_of (no informer of its own), else 0.", []string{"store", "view_of"}, nil)
 	lateDesc = prometheus.NewDesc("fxkube_store_started_late",
 		"1 when the store was started after every store had synced, on a first read of its kind, else 0.", []string{"store", "requested_by"}, nil)
 )
@@ -26,7 +28,7 @@ var (
 // Describe implements prometheus.Collector; the registry reports its stores'
 // metrics, labelled by store key, when registered with a Prometheus registry.
 func (r *Registry) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{objectsDesc, receivedDesc, errorsDesc, syncedDesc, syncDurationDesc, consumersDesc, lateDesc} {
+	for _, d := range []*prometheus.Desc{objectsDesc, receivedDesc, errorsDesc, syncedDesc, syncDurationDesc, consumersDesc, viewDesc, lateDesc} {
 		ch <- d
 	}
 }
@@ -46,12 +48,17 @@ func (r *Registry) Collect(ch chan<- prometheus.Metric) {
 		e.mu.Lock()
 		fails := e.watchFails
 		e.mu.Unlock()
-		ch <- prometheus.MustNewConstMetric(objectsDesc, prometheus.GaugeValue, float64(len(e.informer.GetIndexer().ListKeys())), store)
+		ch <- prometheus.MustNewConstMetric(objectsDesc, prometheus.GaugeValue, float64(e.count()), store)
 		ch <- prometheus.MustNewConstMetric(receivedDesc, prometheus.CounterValue, float64(e.received.Load()), store)
 		ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.CounterValue, float64(fails), store)
 		ch <- prometheus.MustNewConstMetric(syncedDesc, prometheus.GaugeValue, synced, store)
 		ch <- prometheus.MustNewConstMetric(syncDurationDesc, prometheus.GaugeValue, info.Status.SyncDuration.Seconds(), store)
 		ch <- prometheus.MustNewConstMetric(consumersDesc, prometheus.GaugeValue, float64(len(info.Consumers)), store)
+		view, viewOf := 0.0, ""
+		if info.ViewOf != nil {
+			view, viewOf = 1, info.ViewOf.String()
+		}
+		ch <- prometheus.MustNewConstMetric(viewDesc, prometheus.GaugeValue, view, store, viewOf)
 		late, requestedBy := 0.0, ""
 		if info.Late {
 			late, requestedBy = 1, strings.Join(info.Consumers[:1], "")

@@ -56,7 +56,8 @@ func TestMetrics(t *testing.T) {
 	assert.Equal(t, 0.0, value("fxkube_store_list_watch_errors_total"))
 	assert.Positive(t, value("fxkube_store_sync_duration_seconds"))
 	assert.Equal(t, 0.0, value("fxkube_store_started_late"))
+	assert.Equal(t, 0.0, value("fxkube_store_view"))
 	n, err := testutil.GatherAndCount(reg)
 	require.NoError(t, err)
-	assert.Equal(t, 7, n, "seven series for the one store")
+	assert.Equal(t, 8, n, "eight series for the one store")
 }

@@ -93,6 +93,8 @@ type request struct {
 	// indexOnly adds indexes to a store already requested, without
 	// counting another request.
 	indexOnly bool
+	// ownInformer keeps the store on an informer of its own.
+	ownInformer bool
 }
 
 type index struct {
@@ -186,6 +188,17 @@ func namespacedValue(ns, value string) string {
 // Defaults to the function that called For, such as "rollout.newController".
 func WithConsumer(name string) Option {
 	return optionFunc(func(r *request) { r.consumer = name })
+}
+
+// WithOwnInformer keeps the store on an informer of its own, even when a
+// broader store could serve it as a view. A view costs no memory and no
+// watch but filters the broader store's objects on every List and every
+// event; ask for an informer of its own when the view is a small part of a
+// large store that is read often (List, Count or many events of objects
+// outside it), or when the broader store is filtered on the server for
+// memory's sake and this one must see changes with no delay of its own.
+func WithOwnInformer() Option {
+	return optionFunc(func(r *request) { r.ownInformer = true })
 }
 
 // For returns the store of T objects matching spec, registering it on first
@@ -286,7 +299,7 @@ func (r *Registry) startLate(e *entry) {
 			return
 		}
 		e.bind(b, time.Now())
-		r.wg.Go(func() { e.awaitSync(r.runCtx) })
+		r.wg.Go(func() { e.awaitSync(r.runCtx, e.informer.HasSyncedChecker().Done()) })
 		e.informer.RunWithContext(r.runCtx)
 	})
 }
@@ -332,7 +345,10 @@ func (r *Registry) keyFor(typ reflect.Type, spec Spec) (Key, k8sruntime.Object, 
 
 // StoreInfo describes one store of a registry.
 type StoreInfo struct {
-	Key       Key
+	Key Key
+	// ViewOf is the store this one is served from, when it is a view;
+	// before the registry starts, the one it will be served from.
+	ViewOf    *Key
 	Consumers []string // who asked, in request order
 	Indexes   []string // declared index names, sorted
 	// Late reports that the store was first requested after every store
@@ -353,10 +369,17 @@ type StoreStatus struct {
 func (r *Registry) Stores() []StoreInfo {
 	r.mu.Lock()
 	entries := slices.Clone(r.order)
+	var plan map[*entry]*entry
+	if !r.started {
+		plan = r.planViews(entries)
+	}
 	r.mu.Unlock()
 	infos := make([]StoreInfo, len(entries))
 	for i, e := range entries {
 		infos[i] = e.info()
+		if p, ok := plan[e]; ok {
+			infos[i].ViewOf = &p.key
+		}
 	}
 	return infos
 }
@@ -384,7 +407,15 @@ func (r *Registry) Start(ctx context.Context, src Source) error {
 	}
 	r.started = true
 	r.cancel, r.src, r.runCtx = cancel, src, runCtx
-	entries := slices.Clone(r.order)
+	var entries, views []*entry
+	plan := r.planViews(r.order)
+	for _, e := range r.order {
+		if p, ok := plan[e]; ok && e.serveAsView(p) {
+			views = append(views, e)
+			continue
+		}
+		entries = append(entries, e)
+	}
 	r.mu.Unlock()
 
 	bindings := make([]Binding, len(entries))
@@ -420,10 +451,64 @@ func (r *Registry) Start(ctx context.Context, src Source) error {
 	for i, e := range entries {
 		e.bind(bindings[i], now)
 		r.wg.Go(func() { e.informer.RunWithContext(runCtx) })
-		r.wg.Go(func() { e.awaitSync(runCtx) })
+		r.wg.Go(func() { e.awaitSync(runCtx, e.informer.HasSyncedChecker().Done()) })
 	}
-	r.log.Info("stores started", zap.Int("stores", len(entries)), zap.Int("requests", r.requests))
+	for _, e := range views {
+		parent := e.view.Load().parent
+		e.resource, e.startedAt = parent.resource, now
+		r.wg.Go(func() { e.awaitSync(runCtx, parent.syncedCh) })
+	}
+	r.log.Info("stores started", zap.Int("stores", len(entries)+len(views)), zap.Int("informers", len(entries)), zap.Int("requests", r.requests))
 	return nil
+}
+
+// planViews returns, for each store whose objects are a subset of a
+// broader store's, the broadest such store, to serve it as a view of (chains
+// collapse: a ⊂ b ⊂ c makes a and b views of c): unless it is pinned to an
+// informer of its own or cannot be filtered on the client. The registry's
+// lock is held.
+func (r *Registry) planViews(all []*entry) map[*entry]*entry {
+	parentOf := func(e *entry) *entry {
+		if e.pinned {
+			return nil
+		}
+		var best *entry
+		for _, b := range all {
+			if b == e || !Covers(b.key, e.key) {
+				continue
+			}
+			// Of two equivalent specs written apart, the one that sorts
+			// first is served.
+			if Covers(e.key, b.key) && e.key.String() < b.key.String() {
+				continue
+			}
+			if best == nil || Covers(b.key, best.key) {
+				best = b
+			}
+		}
+		return best
+	}
+	parents := make(map[*entry]*entry, len(all))
+	for _, e := range all {
+		if p := parentOf(e); p != nil {
+			parents[e] = p
+		}
+	}
+	plan := make(map[*entry]*entry)
+	for _, e := range all {
+		root := e
+		for range all {
+			p, ok := parents[root]
+			if !ok {
+				break
+			}
+			root = p
+		}
+		if root != e && e.canServeAsView(root) {
+			plan[e] = root
+		}
+	}
+	return plan
 }
 
 func (r *Registry) isStarted() bool {

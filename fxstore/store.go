@@ -13,7 +13,10 @@ import (
 )
 
 // Store is a read-only, shared view of the objects matching one Key, kept up
-// to date by one informer. Every consumer of the same key shares it.
+// to date by one informer. Every consumer of the same key shares it. A
+// store whose objects are a subset of a broader store's is served from
+// that store's informer, filtered (a view; see Registry.Start), and behaves
+// the same.
 //
 // Reads return the cached objects themselves, not copies: treat them as
 // read-only and DeepCopy before changing one. Before the store has synced,
@@ -43,7 +46,7 @@ func (s *Store[T]) WaitForSync(ctx context.Context) error {
 
 // Informer returns the shared informer behind the store, to feed
 // controller-runtime sources. Adding handlers is fine; never run or stop it.
-func (s *Store[T]) Informer() cache.SharedIndexInformer { return s.e.informer }
+func (s *Store[T]) Informer() cache.SharedIndexInformer { return s.e.proxy }
 
 // keyBuffers holds buffers for building "namespace/name" keys, so Get does not
 // allocate.
@@ -57,7 +60,7 @@ func (s *Store[T]) Get(namespace, name string) (T, error) {
 	if !s.e.synced.Load() {
 		return zero, s.e.notSynced
 	}
-	indexer := s.e.informer.GetIndexer()
+	indexer := s.e.indexer()
 	var (
 		item   any
 		exists bool
@@ -91,7 +94,7 @@ func (s *Store[T]) List(opts ...client.ListOption) ([]T, error) {
 	if lo.FieldSelector != nil && !lo.FieldSelector.Empty() {
 		return nil, fmt.Errorf("store %s: List does not take field selectors; declare an index with WithIndex and use ByIndex", s.e.key)
 	}
-	indexer := s.e.informer.GetIndexer()
+	indexer := s.e.indexer()
 	var items []any
 	if lo.Namespace != "" {
 		var err error
@@ -110,7 +113,7 @@ func (s *Store[T]) ByIndex(index, value string) ([]T, error) {
 	if !s.e.synced.Load() {
 		return nil, s.e.notSynced
 	}
-	items, err := s.e.informer.GetIndexer().ByIndex(index, value)
+	items, err := s.e.indexer().ByIndex(index, value)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w; declare it with fxstore.WithIndex", s.e.key, err)
 	}
@@ -129,7 +132,7 @@ func (s *Store[T]) Count() (int, error) {
 	if !s.e.synced.Load() {
 		return 0, s.e.notSynced
 	}
-	return len(s.e.informer.GetIndexer().ListKeys()), nil
+	return s.e.count(), nil
 }
 
 func filter[T client.Object](items []any, sel labels.Selector) []T {
@@ -149,11 +152,11 @@ func filter[T client.Object](items []any, sel labels.Selector) []T {
 // caught up. Handlers run one event at a time, in order, and must not block
 // for long; objects passed to them are shared and read-only.
 func (s *Store[T]) Subscribe(h cache.ResourceEventHandler) (*Subscription, error) {
-	reg, err := s.e.informer.AddEventHandler(h)
+	reg, err := s.e.proxy.AddEventHandler(h)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to store %s: %w", s.e.key, err)
 	}
-	return &Subscription{informer: s.e.informer, reg: reg}, nil
+	return &Subscription{informer: s.e.proxy, reg: reg}, nil
 }
 
 // Subscription is a handler added to a store by Subscribe.

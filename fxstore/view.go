@@ -1,0 +1,230 @@
+package fxstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// view serves a store from the informer of a broader one (its parent),
+// filtered: no informer, no watch and no copy of its own.
+type view struct {
+	parent  *entry
+	match   func(client.Object) bool
+	indexer *viewIndexer
+	shared  *viewInformer
+}
+
+func newView(parent *entry, match func(client.Object) bool) *view {
+	v := &view{parent: parent, match: match}
+	v.indexer = &viewIndexer{Indexer: parent.informer.GetIndexer(), match: v.matches, parent: parent.key}
+	v.shared = &viewInformer{SharedIndexInformer: parent.informer, view: v}
+	return v
+}
+
+func (v *view) matches(item any) bool {
+	if d, ok := item.(cache.DeletedFinalStateUnknown); ok {
+		item = d.Obj
+	}
+	obj, ok := item.(client.Object)
+	return ok && v.match(obj)
+}
+
+// errViewWrite is what writing to a view's indexer returns.
+var errViewWrite = errors.New("fxstore: a view's objects are its parent store's; they cannot be written")
+
+// viewIndexer is the parent store's indexer, filtered to the view's
+// objects. It is what a view's Store reads, and what its informer's
+// GetIndexer and GetStore give controller-runtime.
+type viewIndexer struct {
+	cache.Indexer // the parent's
+	match         func(any) bool
+	parent        Key
+}
+
+var _ cache.Indexer = (*viewIndexer)(nil)
+
+func (x *viewIndexer) filter(items []any) []any {
+	out := items[:0:0]
+	for _, item := range items {
+		if x.match(item) {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+func keysOf(items []any) []string {
+	keys := make([]string, 0, len(items))
+	for _, item := range items {
+		if k, err := cache.MetaNamespaceKeyFunc(item); err == nil {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// List implements cache.Store.
+func (x *viewIndexer) List() []any { return x.filter(x.Indexer.List()) }
+
+// ListKeys implements cache.Store.
+func (x *viewIndexer) ListKeys() []string { return keysOf(x.List()) }
+
+// Get implements cache.Store.
+func (x *viewIndexer) Get(obj any) (any, bool, error) {
+	item, exists, err := x.Indexer.Get(obj)
+	if err != nil || !exists || !x.match(item) {
+		return nil, false, err
+	}
+	return item, true, nil
+}
+
+// GetByKey implements cache.Store.
+func (x *viewIndexer) GetByKey(key string) (any, bool, error) {
+	item, exists, err := x.Indexer.GetByKey(key)
+	if err != nil || !exists || !x.match(item) {
+		return nil, false, err
+	}
+	return item, true, nil
+}
+
+// Index implements cache.Indexer.
+func (x *viewIndexer) Index(indexName string, obj any) ([]any, error) {
+	items, err := x.Indexer.Index(indexName, obj)
+	return x.filter(items), err
+}
+
+// IndexKeys implements cache.Indexer.
+func (x *viewIndexer) IndexKeys(indexName, indexedValue string) ([]string, error) {
+	items, err := x.ByIndex(indexName, indexedValue)
+	return keysOf(items), err
+}
+
+// ByIndex implements cache.Indexer.
+func (x *viewIndexer) ByIndex(indexName, indexedValue string) ([]any, error) {
+	items, err := x.Indexer.ByIndex(indexName, indexedValue)
+	return x.filter(items), err
+}
+
+// count returns how many of the parent's objects are the view's.
+func (x *viewIndexer) count() int {
+	n := 0
+	for _, item := range x.Indexer.List() {
+		if x.match(item) {
+			n++
+		}
+	}
+	return n
+}
+
+// Add implements cache.Store; a view cannot be written.
+func (x *viewIndexer) Add(any) error { return errViewWrite }
+
+// Update implements cache.Store; a view cannot be written.
+func (x *viewIndexer) Update(any) error { return errViewWrite }
+
+// Delete implements cache.Store; a view cannot be written.
+func (x *viewIndexer) Delete(any) error { return errViewWrite }
+
+// Replace implements cache.Store; a view cannot be written.
+func (x *viewIndexer) Replace([]any, string) error { return errViewWrite }
+
+// Resync implements cache.Store; a view has nothing to resync.
+func (x *viewIndexer) Resync() error { return nil }
+
+// Bookmark implements cache.Store; a view cannot be written.
+func (x *viewIndexer) Bookmark(string) {}
+
+// viewInformer is the parent's informer, seen through the view: handlers
+// get the events a watch of the view's own spec would send, indexers are
+// the filtered ones, and it is never run, configured or stopped.
+type viewInformer struct {
+	cache.SharedIndexInformer // the parent's
+	view                      *view
+}
+
+var _ cache.SharedIndexInformer = (*viewInformer)(nil)
+
+// AddEventHandler implements cache.SharedInformer.
+func (i *viewInformer) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	return i.SharedIndexInformer.AddEventHandler(viewHandler{h, i.view.matches})
+}
+
+// AddEventHandlerWithResyncPeriod implements cache.SharedInformer.
+func (i *viewInformer) AddEventHandlerWithResyncPeriod(h cache.ResourceEventHandler, resync time.Duration) (cache.ResourceEventHandlerRegistration, error) {
+	return i.SharedIndexInformer.AddEventHandlerWithResyncPeriod(viewHandler{h, i.view.matches}, resync)
+}
+
+// AddEventHandlerWithOptions implements cache.SharedInformer.
+func (i *viewInformer) AddEventHandlerWithOptions(h cache.ResourceEventHandler, o cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
+	return i.SharedIndexInformer.AddEventHandlerWithOptions(viewHandler{h, i.view.matches}, o)
+}
+
+// GetStore implements cache.SharedInformer.
+func (i *viewInformer) GetStore() cache.Store { return i.view.indexer }
+
+// GetIndexer implements cache.SharedIndexInformer.
+func (i *viewInformer) GetIndexer() cache.Indexer { return i.view.indexer }
+
+// Run implements cache.SharedInformer: the parent runs, so it only waits.
+func (i *viewInformer) Run(stop <-chan struct{}) { <-stop }
+
+// RunWithContext implements cache.SharedInformer: the parent runs, so it
+// only waits.
+func (i *viewInformer) RunWithContext(ctx context.Context) { <-ctx.Done() }
+
+// SetTransform implements cache.SharedInformer: a view's objects are its
+// parent's, transformed already.
+func (i *viewInformer) SetTransform(cache.TransformFunc) error {
+	return fmt.Errorf("fxstore: this store is a view of %s; it takes its transform", i.view.parent.key)
+}
+
+// SetWatchErrorHandler implements cache.SharedInformer: a view has no watch.
+func (i *viewInformer) SetWatchErrorHandler(cache.WatchErrorHandler) error {
+	return fmt.Errorf("fxstore: this store is a view of %s; it has no watch of its own", i.view.parent.key)
+}
+
+// SetWatchErrorHandlerWithContext implements cache.SharedInformer: a view
+// has no watch.
+func (i *viewInformer) SetWatchErrorHandlerWithContext(cache.WatchErrorHandlerWithContext) error {
+	return i.SetWatchErrorHandler(nil)
+}
+
+// viewHandler passes on the events of the view's objects as a watch of the
+// view's spec sends them: an update that makes an object match is an Add,
+// one that makes it stop matching is a Delete of the last matching object.
+type viewHandler struct {
+	cache.ResourceEventHandler
+	match func(any) bool
+}
+
+// OnAdd implements cache.ResourceEventHandler.
+func (h viewHandler) OnAdd(obj any, isInInitialList bool) {
+	if h.match(obj) {
+		h.ResourceEventHandler.OnAdd(obj, isInInitialList)
+	}
+}
+
+// OnUpdate implements cache.ResourceEventHandler.
+func (h viewHandler) OnUpdate(oldObj, newObj any) {
+	switch was, is := h.match(oldObj), h.match(newObj); {
+	case was && is:
+		h.ResourceEventHandler.OnUpdate(oldObj, newObj)
+	case is:
+		h.ResourceEventHandler.OnAdd(newObj, false)
+	case was:
+		h.ResourceEventHandler.OnDelete(oldObj)
+	}
+}
+
+// OnDelete implements cache.ResourceEventHandler. A tombstone is passed on
+// when the object it holds matched.
+func (h viewHandler) OnDelete(obj any) {
+	if h.match(obj) {
+		h.ResourceEventHandler.OnDelete(obj)
+	}
+}

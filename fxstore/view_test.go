@@ -1,0 +1,201 @@
+package fxstore_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/fxstore/fxstoretest"
+)
+
+// informers returns how many of r's stores run an informer, and the views
+// by key: the store each is served from.
+func informers(r *fxstore.Registry) (int, map[string]string) {
+	n, views := 0, map[string]string{}
+	for _, s := range r.Stores() {
+		if s.ViewOf == nil {
+			n++
+			continue
+		}
+		views[s.Key.String()] = s.ViewOf.String()
+	}
+	return n, views
+}
+
+func sortedNames[T client.Object](objs []T) []string {
+	out := make([]string, len(objs))
+	for i, o := range objs {
+		out[i] = o.GetNamespace() + "/" + o.GetName()
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Stores whose objects are a subset of a broader store's are served from
+// it: one informer for all ConfigMaps, front and back and one namespace's
+// as views, chains collapsed; reads see only each view's objects.
+func TestNarrowStoresAreViewsOfTheBroadest(t *testing.T) {
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	front, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{LabelSelector: "tier=front"})
+	require.NoError(t, err)
+	frontWeb, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{LabelSelector: "tier=front,app=web"},
+		fxstore.WithIndex("app", byApp))
+	require.NoError(t, err)
+	inA, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{Namespace: "a"})
+	require.NoError(t, err)
+	named, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{FieldSelector: "metadata.name=x"})
+	require.NoError(t, err)
+	all, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{})
+	require.NoError(t, err)
+	own, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{LabelSelector: "tier=back"}, fxstore.WithOwnInformer())
+	require.NoError(t, err)
+
+	src := fxstoretest.NewSource(clientgoscheme.Scheme,
+		configMap("a", "x", map[string]string{"tier": "front", "app": "web"}, nil),
+		configMap("a", "y", map[string]string{"tier": "back"}, nil),
+		configMap("b", "x", map[string]string{"tier": "front", "app": "db"}, nil),
+		configMap("b", "z", nil, nil),
+	)
+	fxstoretest.Start(t, r, src)
+
+	n, views := informers(r)
+	assert.Equal(t, 2, n, "all ConfigMaps, and tier=back, which asked for its own")
+	assert.Equal(t, map[string]string{
+		front.Key().String():    all.Key().String(),
+		frontWeb.Key().String(): all.Key().String(),
+		inA.Key().String():      all.Key().String(),
+		named.Key().String():    all.Key().String(),
+	}, views, "chains collapse: tier=front,app=web is a view of all, not of tier=front")
+
+	for _, tt := range []struct {
+		store *fxstore.Store[*corev1.ConfigMap]
+		want  []string
+	}{
+		{all, []string{"a/x", "a/y", "b/x", "b/z"}},
+		{front, []string{"a/x", "b/x"}},
+		{frontWeb, []string{"a/x"}},
+		{inA, []string{"a/x", "a/y"}},
+		{named, []string{"a/x", "b/x"}},
+		{own, []string{"a/y"}},
+	} {
+		t.Run(tt.store.String(), func(t *testing.T) {
+			require.True(t, tt.store.HasSynced())
+			list, err := tt.store.List()
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, sortedNames(list))
+			count, err := tt.store.Count()
+			require.NoError(t, err)
+			assert.Equal(t, len(tt.want), count)
+			inB, err := tt.store.List(client.InNamespace("b"))
+			require.NoError(t, err)
+			assert.Equal(t, slices.DeleteFunc(slices.Clone(tt.want), func(n string) bool { return n[0] != 'b' }), sortedNames(inB))
+			for _, key := range []string{"a/x", "a/y", "b/x", "b/z"} {
+				_, err := tt.store.Get(key[:1], key[2:])
+				if slices.Contains(tt.want, key) {
+					assert.NoError(t, err, key)
+				} else {
+					assert.True(t, apierrors.IsNotFound(err), "%s: %v", key, err)
+				}
+			}
+			informed := tt.store.Informer().GetIndexer().ListKeys()
+			slices.Sort(informed)
+			assert.Equal(t, tt.want, informed, "the informer given out holds the same")
+		})
+	}
+
+	byIndex, err := frontWeb.ByIndex("app", "web")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a/x"}, sortedNames(byIndex), "an index declared on a view works, on the view's objects")
+	got, err := all.ByIndex("app", "db")
+	require.NoError(t, err, "the view's index is on the store it is served from")
+	assert.Equal(t, []string{"b/x"}, sortedNames(got))
+
+	assert.Zero(t, testing.AllocsPerRun(100, func() { _, _ = front.Get("a", "x") }), "Get on a view allocates nothing")
+}
+
+type recorded struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (r *recorded) add(e string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
+func (r *recorded) get() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events)
+}
+
+// A view's subscribers get the events a watch of its own spec would send:
+// an object relabelled into the view is added, out of it deleted, with its
+// last matching state.
+func TestViewSubscribersSeeWhatTheirSpecSelects(t *testing.T) {
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	front, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{LabelSelector: "tier=front"})
+	require.NoError(t, err)
+	_, err = fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{})
+	require.NoError(t, err)
+	src := fxstoretest.NewSource(clientgoscheme.Scheme, configMap("a", "x", map[string]string{"tier": "front"}, nil))
+	fxstoretest.Start(t, r, src)
+	_, views := informers(r)
+	require.Contains(t, views, front.Key().String())
+
+	var got recorded
+	sub, err := front.Subscribe(fxstore.HandlerFuncs[*corev1.ConfigMap]{
+		AddFunc:    func(cm *corev1.ConfigMap, _ bool) { got.add("add " + cm.Name + " " + cm.Labels["tier"]) },
+		UpdateFunc: func(_, cm *corev1.ConfigMap) { got.add("update " + cm.Name + " " + cm.Data["v"]) },
+		DeleteFunc: func(cm *corev1.ConfigMap) { got.add("delete " + cm.Name + " " + cm.Labels["tier"]) },
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	require.NoError(t, sub.WaitForSync(t.Context()))
+
+	ctx := context.Background()
+	c := src.Client()
+	update := func(name string, change func(*corev1.ConfigMap)) {
+		var cm corev1.ConfigMap
+		require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: "a", Name: name}, &cm))
+		change(&cm)
+		require.NoError(t, c.Update(ctx, &cm))
+	}
+	require.NoError(t, c.Create(ctx, configMap("a", "outside", map[string]string{"tier": "back"}, nil)))
+	update("x", func(cm *corev1.ConfigMap) { cm.Data = map[string]string{"v": "2"} })
+	update("outside", func(cm *corev1.ConfigMap) { cm.Labels["tier"] = "front" })
+	update("x", func(cm *corev1.ConfigMap) { cm.Labels["tier"] = "back" })
+	require.NoError(t, c.Delete(ctx, configMap("a", "outside", nil, nil)))
+
+	want := []string{"add x front", "update x 2", "add outside front", "delete x front", "delete outside front"}
+	eventually(t, func() bool { return len(got.get()) >= len(want) })
+	assert.Equal(t, want, got.get())
+}
+
+// A store subscribed to before the registry starts keeps an informer of its
+// own: its handlers cannot move to another's.
+func TestSubscribedBeforeStartKeepsItsInformer(t *testing.T) {
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	front, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{LabelSelector: "tier=front"})
+	require.NoError(t, err)
+	_, err = fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{})
+	require.NoError(t, err)
+	sub, err := front.Subscribe(cache.ResourceEventHandlerFuncs{})
+	require.NoError(t, err)
+	fxstoretest.Start(t, r, fxstoretest.NewSource(clientgoscheme.Scheme))
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	n, views := informers(r)
+	assert.Equal(t, 2, n)
+	assert.Empty(t, views)
+}
