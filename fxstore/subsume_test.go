@@ -159,4 +159,3 @@ func universe(rnd *rand.Rand, sels ...labels.Selector) []labels.Set {
 	}
 	return sets
 }
-
