@@ -167,7 +167,16 @@ func (s *fxkubeSystem) counts() (map[string]int, error) {
 	return out, nil
 }
 
-func (s *fxkubeSystem) informers() int { return len(s.registry.Stores()) }
+// informers counts the stores that run an informer: views run none.
+func (s *fxkubeSystem) informers() int {
+	n := 0
+	for _, st := range s.registry.Stores() {
+		if st.ViewOf == nil {
+			n++
+		}
+	}
+	return n
+}
 
 // details breaks fxkube's start down: fx.Start until the stores were bound
 // and started (discovery and access reviews), until all had synced (as

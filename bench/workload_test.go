@@ -74,6 +74,9 @@ const (
 	// distinctSpecs is what the modules ask for: three ConfigMap variants,
 	// Secrets, Deployments.
 	distinctSpecs = 5
+	// broadestSpecs is the specs no other covers (all ConfigMaps, Secrets,
+	// Deployments): on fxkube the front and back ConfigMaps are views.
+	broadestSpecs = 3
 	// consumersPerSpec is how many modules ask for each spec.
 	consumersPerSpec = 3
 )

@@ -59,3 +59,57 @@ func BenchmarkStoreListLabels(b *testing.B) {
 		}
 	}
 }
+
+// benchViewPair returns two synced stores of half the n ConfigMaps each:
+// those labelled i=1, a view of the store of all of them, and those
+// labelled i=0, with an informer of its own, to compare reads on either.
+func benchViewPair(b *testing.B, n int) (view, own *fxstore.Store[*corev1.ConfigMap]) {
+	b.Helper()
+	objs := make([]client.Object, n)
+	for i := range objs {
+		objs[i] = configMap(fmt.Sprintf("ns-%d", i%10), fmt.Sprintf("cm-%d", i), map[string]string{"i": fmt.Sprint(i / 10 % 2)}, nil)
+	}
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	_, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{})
+	require.NoError(b, err)
+	view, err = fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{LabelSelector: "i=1"})
+	require.NoError(b, err)
+	own, err = fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{LabelSelector: "i=0"}, fxstore.WithOwnInformer())
+	require.NoError(b, err)
+	fxstoretest.Start(b, r, fxstoretest.NewSource(clientgoscheme.Scheme, objs...))
+	for _, s := range r.Stores() {
+		if (s.Key == view.Key()) != (s.ViewOf != nil) {
+			b.Fatalf("%s: view of %v", s.Key, s.ViewOf)
+		}
+	}
+	return view, own
+}
+
+// BenchmarkViewReads compares Get and List on a view with the same reads
+// on a store of the same spec that has an informer of its own.
+func BenchmarkViewReads(b *testing.B) {
+	view, own := benchViewPair(b, 10_000)
+	for _, s := range []struct {
+		name  string
+		store *fxstore.Store[*corev1.ConfigMap]
+		get   string
+	}{{"view", view, "cm-4017"}, {"own", own, "cm-4007"}} {
+		b.Run("op=Get/store="+s.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := s.store.Get("ns-7", s.get); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("op=List-namespace/store="+s.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				objs, err := s.store.List(client.InNamespace("ns-3"))
+				if err != nil || len(objs) != 500 {
+					b.Fatal(len(objs), err)
+				}
+			}
+		})
+	}
+}

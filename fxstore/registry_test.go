@@ -406,7 +406,7 @@ func TestLateStoreThatCannotBindFailsWaits(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	err = r.WaitForStore(ctx, late.Key())
-	require.ErrorContains(t, err, `store ConfigMap/v1 (all namespaces, fields "data.x=1"): cannot start: fxstoretest: field selector on "data.x"`)
+	require.ErrorContains(t, err, `store ConfigMap/v1 (all namespaces, fields "data.x=1"): cannot start: fxstoretest: field "data.x" cannot be selected on the client`)
 	require.ErrorContains(t, r.WaitForSync(ctx), `fields "data.x=1"`)
 	require.NoError(t, ctx.Err())
 }

@@ -271,22 +271,22 @@ func (c *keyConstraint) implies(r labels.Requirement) bool {
 // KeyMatcher returns a function that tells whether an object belongs in the
 // store of key, evaluating on the client what the API server selects: its
 // namespace, its label selector and its field selector, which must be on
-// metadata.name and metadata.namespace only. Views of a broader store use
-// it to filter, as fxstoretest's source does to select. Matching allocates
-// nothing.
+// metadata.name and metadata.namespace only (an error says which field is
+// not). Views of a broader store use it to filter, as fxstoretest's source
+// does to select. Matching allocates nothing.
 func KeyMatcher(key Key) (func(client.Object) bool, error) {
 	sel, err := labels.Parse(key.LabelSelector)
 	if err != nil {
-		return nil, fmt.Errorf("store %s: %w", key, err)
+		return nil, err
 	}
 	fsel, err := fields.ParseSelector(key.FieldSelector)
 	if err != nil {
-		return nil, fmt.Errorf("store %s: %w", key, err)
+		return nil, err
 	}
 	reqs := fsel.Requirements()
 	for _, r := range reqs {
 		if !clientSideField(r.Field) {
-			return nil, fmt.Errorf("store %s: field %q cannot be selected on the client; only metadata.name and metadata.namespace can", key, r.Field)
+			return nil, fmt.Errorf("field %q cannot be selected on the client; only metadata.name and metadata.namespace can", r.Field)
 		}
 	}
 	namespace := key.Namespace

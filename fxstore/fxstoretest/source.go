@@ -12,8 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta/testrestmapper"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
@@ -103,18 +101,11 @@ func (s *Source) waitForRelease(ctx context.Context) error {
 // Bind implements fxstore.Source. Field selectors may use metadata.name and
 // metadata.namespace, as the fake cannot evaluate other fields.
 func (s *Source) Bind(_ context.Context, key fxstore.Key) (fxstore.Binding, error) {
-	fsel, err := fields.ParseSelector(key.FieldSelector)
+	// What the API server selects, selected the way a view of a broader
+	// store filters.
+	matches, err := fxstore.KeyMatcher(key)
 	if err != nil {
-		return fxstore.Binding{}, err
-	}
-	for _, r := range fsel.Requirements() {
-		if r.Field != "metadata.name" && r.Field != "metadata.namespace" {
-			return fxstore.Binding{}, fmt.Errorf("fxstoretest: field selector on %q: only metadata.name and metadata.namespace are supported", r.Field)
-		}
-	}
-	lsel, err := labels.Parse(key.LabelSelector)
-	if err != nil {
-		return fxstore.Binding{}, err
+		return fxstore.Binding{}, fmt.Errorf("fxstoretest: %w", err)
 	}
 	scheme := s.client.Scheme()
 	native := key
@@ -134,11 +125,7 @@ func (s *Source) Bind(_ context.Context, key fxstore.Key) (fxstore.Binding, erro
 	gvr, _ := meta.UnsafeGuessKindToResource(key.Kind)
 	lw := &listerWatcher{
 		source: s, key: key, newNative: newNative, newProjected: newProjected,
-		matches: func(obj client.Object) bool {
-			return lsel.Matches(labels.Set(obj.GetLabels())) && fsel.Matches(fields.Set{
-				"metadata.name": obj.GetName(), "metadata.namespace": obj.GetNamespace(),
-			})
-		},
+		matches:  matches,
 		selected: make(map[string]bool),
 	}
 	return fxstore.Binding{ListerWatcher: lw, Resource: gvr.GroupResource()}, nil
