@@ -149,6 +149,17 @@ func (e *entry) bindFailed(err error) {
 	e.registry.log.Error("store cannot start", zap.Stringer("store", e.key), zap.Error(err))
 }
 
+// bindFailure returns why the store could not be bound, if it could not.
+func (e *entry) bindFailure() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var bind *bindError
+	if errors.As(e.lastErr, &bind) {
+		return bind
+	}
+	return nil
+}
+
 // takeBindFailure reports whether the store could not be bound, and clears
 // that failure so that it can be tried again.
 func (e *entry) takeBindFailure() bool {

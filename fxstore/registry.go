@@ -274,7 +274,12 @@ func (r *Registry) register(typ reflect.Type, spec Spec, req request) (*entry, e
 		r.order = append(r.order, e)
 		if r.started {
 			e.late = r.synced
-			r.startLate(e)
+			if p := r.lateParent(e); p != nil && e.serveAsView(p) {
+				e.resource, e.startedAt = p.resource, time.Now()
+				r.wg.Go(func() { e.awaitSync(r.runCtx, p.syncedCh) })
+			} else {
+				r.startLate(e)
+			}
 			// WaitForSync waits for it too.
 			r.signalLocked()
 		}
@@ -283,6 +288,25 @@ func (r *Registry) register(typ reflect.Type, spec Spec, req request) (*entry, e
 		r.requests++
 	}
 	return e, nil
+}
+
+// lateParent returns the broadest running store that covers e, a store
+// requested after Start, to serve it as a view of; nil if none. The
+// registry's lock is held.
+func (r *Registry) lateParent(e *entry) *entry {
+	if e.pinned {
+		return nil
+	}
+	var best *entry
+	for _, b := range r.order {
+		if b == e || b.view.Load() != nil || !Covers(b.key, e.key) || b.bindFailure() != nil {
+			continue
+		}
+		if best == nil || Covers(b.key, best.key) {
+			best = b
+		}
+	}
+	return best
 }
 
 // startLate binds and runs a store requested after Start. The registry's

@@ -199,3 +199,27 @@ func TestSubscribedBeforeStartKeepsItsInformer(t *testing.T) {
 	assert.Equal(t, 2, n)
 	assert.Empty(t, views)
 }
+
+// A store first requested after start is a view too, when a running store
+// covers it.
+func TestLateStoresBecomeViews(t *testing.T) {
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	_, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{})
+	require.NoError(t, err)
+	src := fxstoretest.NewSource(clientgoscheme.Scheme,
+		configMap("a", "x", map[string]string{"tier": "front"}, nil),
+		configMap("a", "y", nil, nil))
+	fxstoretest.Start(t, r, src)
+	require.NoError(t, r.WaitForSync(t.Context()))
+
+	front, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{LabelSelector: "tier=front"})
+	require.NoError(t, err)
+	require.NoError(t, r.WaitForStore(t.Context(), front.Key()))
+	n, views := informers(r)
+	assert.Equal(t, 1, n)
+	assert.Equal(t, map[string]string{front.Key().String(): "ConfigMap/v1 (all namespaces)"}, views)
+	list, err := front.List()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a/x"}, sortedNames(list))
+	assert.True(t, r.Stores()[1].Late)
+}
