@@ -289,7 +289,11 @@ func (e *entry) serveAsView(parent *entry) bool {
 		parent.indexFuncs[name] = e.indexFuncs[name]
 		parent.indexers[name] = fn
 	}
-	e.view.Store(newView(parent, match))
+	v, err := newView(parent, e.key, match)
+	if err != nil {
+		return false
+	}
+	e.view.Store(v)
 	return true
 }
 

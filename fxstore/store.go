@@ -94,22 +94,18 @@ func (s *Store[T]) List(opts ...client.ListOption) ([]T, error) {
 	if lo.FieldSelector != nil && !lo.FieldSelector.Empty() {
 		return nil, fmt.Errorf("store %s: List does not take field selectors; declare an index with WithIndex and use ByIndex", s.e.key)
 	}
-	// A view filters its parent's objects here, in one pass with the
-	// label selector.
-	indexer, match := s.e.informer.GetIndexer(), func(any) bool { return true }
-	if v := s.e.view.Load(); v != nil {
-		indexer, match = v.parent.informer.GetIndexer(), v.matches
-	}
 	var items []any
-	if lo.Namespace != "" {
+	if v := s.e.view.Load(); v != nil {
+		items = v.indexer.inNamespace(lo.Namespace)
+	} else if lo.Namespace != "" {
 		var err error
-		if items, err = indexer.ByIndex(cache.NamespaceIndex, lo.Namespace); err != nil {
+		if items, err = s.e.informer.GetIndexer().ByIndex(cache.NamespaceIndex, lo.Namespace); err != nil {
 			return nil, fmt.Errorf("store %s: %w", s.e.key, err)
 		}
 	} else {
-		items = indexer.List()
+		items = s.e.informer.GetIndexer().List()
 	}
-	return filter[T](items, lo.LabelSelector, match), nil
+	return filter[T](items, lo.LabelSelector), nil
 }
 
 // ByIndex returns the objects found under value in the named index, which a
@@ -122,7 +118,7 @@ func (s *Store[T]) ByIndex(index, value string) ([]T, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w; declare it with fxstore.WithIndex", s.e.key, err)
 	}
-	return filter[T](items, nil, func(any) bool { return true }), nil
+	return filter[T](items, nil), nil
 }
 
 // ByField returns the objects whose field, indexed by a request for this
@@ -140,12 +136,12 @@ func (s *Store[T]) Count() (int, error) {
 	return s.e.count(), nil
 }
 
-// filter returns the items that match, and sel if not nil, as Ts.
-func filter[T client.Object](items []any, sel labels.Selector, match func(any) bool) []T {
+// filter returns the items that sel matches, all if it is nil, as Ts.
+func filter[T client.Object](items []any, sel labels.Selector) []T {
 	out := make([]T, 0, len(items))
 	for _, item := range items {
 		obj := item.(T)
-		if match(item) && (sel == nil || sel.Matches(labels.Set(obj.GetLabels()))) {
+		if sel == nil || sel.Matches(labels.Set(obj.GetLabels())) {
 			out = append(out, obj)
 		}
 	}

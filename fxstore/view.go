@@ -19,12 +19,31 @@ type view struct {
 	shared  *viewInformer
 }
 
-func newView(parent *entry, match func(client.Object) bool) *view {
+// newView returns the view of parent whose objects match: key's. It adds
+// to parent's informer an index of the view's objects by namespace (and
+// all of them under allNamespaces), so that listing the view reads its
+// objects only: an index holds keys, not objects.
+func newView(parent *entry, key Key, match func(client.Object) bool) (*view, error) {
 	v := &view{parent: parent, match: match}
-	v.indexer = &viewIndexer{Indexer: parent.informer.GetIndexer(), match: v.matches, parent: parent.key}
+	index := "fxstore view " + key.String()
+	err := parent.informer.AddIndexers(cache.Indexers{index: func(obj any) ([]string, error) {
+		o, ok := obj.(client.Object)
+		if !ok || !match(o) {
+			return nil, nil
+		}
+		return []string{o.GetNamespace(), allNamespaces}, nil
+	}})
+	if err != nil {
+		return nil, err
+	}
+	v.indexer = &viewIndexer{Indexer: parent.informer.GetIndexer(), match: v.matches, index: index}
 	v.shared = &viewInformer{SharedIndexInformer: parent.informer, view: v}
-	return v
+	return v, nil
 }
+
+// allNamespaces is the value a view's index files every object under; no
+// namespace has this name.
+const allNamespaces = "\x00all"
 
 func (v *view) matches(item any) bool {
 	if d, ok := item.(cache.DeletedFinalStateUnknown); ok {
@@ -43,7 +62,7 @@ var errViewWrite = errors.New("fxstore: a view's objects are its parent store's;
 type viewIndexer struct {
 	cache.Indexer // the parent's
 	match         func(any) bool
-	parent        Key
+	index         string // of the view's objects, by namespace
 }
 
 var _ cache.Indexer = (*viewIndexer)(nil)
@@ -69,10 +88,25 @@ func keysOf(items []any) []string {
 }
 
 // List implements cache.Store.
-func (x *viewIndexer) List() []any { return x.filter(x.Indexer.List()) }
+func (x *viewIndexer) List() []any {
+	items, _ := x.Indexer.ByIndex(x.index, allNamespaces)
+	return items
+}
 
 // ListKeys implements cache.Store.
-func (x *viewIndexer) ListKeys() []string { return keysOf(x.List()) }
+func (x *viewIndexer) ListKeys() []string {
+	keys, _ := x.Indexer.IndexKeys(x.index, allNamespaces)
+	return keys
+}
+
+// inNamespace returns the view's objects in namespace ("" for all).
+func (x *viewIndexer) inNamespace(namespace string) []any {
+	if namespace == "" {
+		return x.List()
+	}
+	items, _ := x.Indexer.ByIndex(x.index, namespace)
+	return items
+}
 
 // Get implements cache.Store.
 func (x *viewIndexer) Get(obj any) (any, bool, error) {
@@ -106,20 +140,15 @@ func (x *viewIndexer) IndexKeys(indexName, indexedValue string) ([]string, error
 
 // ByIndex implements cache.Indexer.
 func (x *viewIndexer) ByIndex(indexName, indexedValue string) ([]any, error) {
+	if indexName == cache.NamespaceIndex {
+		return x.inNamespace(indexedValue), nil
+	}
 	items, err := x.Indexer.ByIndex(indexName, indexedValue)
 	return x.filter(items), err
 }
 
 // count returns how many of the parent's objects are the view's.
-func (x *viewIndexer) count() int {
-	n := 0
-	for _, item := range x.Indexer.List() {
-		if x.match(item) {
-			n++
-		}
-	}
-	return n
-}
+func (x *viewIndexer) count() int { return len(x.ListKeys()) }
 
 // Add implements cache.Store; a view cannot be written.
 func (x *viewIndexer) Add(any) error { return errViewWrite }
