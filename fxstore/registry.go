@@ -191,12 +191,12 @@ func WithConsumer(name string) Option {
 }
 
 // WithOwnInformer keeps the store on an informer of its own, even when a
-// broader store could serve it as a view. A view costs no memory and no
-// watch but filters the broader store's objects on every List and every
-// event; ask for an informer of its own when the view is a small part of a
-// large store that is read often (List, Count or many events of objects
-// outside it), or when the broader store is filtered on the server for
-// memory's sake and this one must see changes with no delay of its own.
+// broader store could serve it as a view. A view costs no copy of any
+// object and no watch, but each Get evaluates its selector on the object
+// found, and each event of the broader store is filtered for its
+// subscribers: ask for an informer of its own when the view is a small part
+// of a large, busy store and its reads or events are the hot path, and a
+// second copy of its objects is affordable.
 func WithOwnInformer() Option {
 	return optionFunc(func(r *request) { r.ownInformer = true })
 }
