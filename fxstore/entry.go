@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/watchlist"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // entry is one store: one informer, shared by every request for its key.
@@ -252,28 +253,28 @@ func (e *entry) count() int {
 	return len(e.informer.GetIndexer().ListKeys())
 }
 
-// canServeAsView reports whether the store can be a view of parent: its
-// filter can be evaluated on the client, and parent has no index of
-// another function by the name of one of its own. The registry's lock is
-// held.
-func (e *entry) canServeAsView(parent *entry) bool {
-	if _, err := viewMatcher(parent.key, e.key); err != nil {
-		return false
+// viewFilter returns what filters parent's objects down to the store's, if
+// the store can be a view of parent: its filter can be evaluated on the
+// client, and parent has no index of another function by the name of one
+// of its own. The registry's lock is held.
+func (e *entry) viewFilter(parent *entry) (func(client.Object) bool, bool) {
+	match, err := viewMatcher(parent.key, e.key)
+	if err != nil {
+		return nil, false
 	}
 	for name, id := range e.indexFuncs {
 		if pid, ok := parent.indexFuncs[name]; ok && pid != id {
-			return false
+			return nil, false
 		}
 	}
-	return true
+	return match, true
 }
 
 // serveAsView makes the store a view of parent, moving its indexes to
-// parent's informer, when canServeAsView. The registry's lock is held,
-// before either store runs.
+// parent's informer, when viewFilter allows. The registry's lock is held.
 func (e *entry) serveAsView(parent *entry) bool {
-	match, err := viewMatcher(parent.key, e.key)
-	if err != nil || !e.canServeAsView(parent) {
+	match, ok := e.viewFilter(parent)
+	if !ok {
 		return false
 	}
 	moved := cache.Indexers{}

@@ -297,9 +297,19 @@ func (r *Registry) lateParent(e *entry) *entry {
 	if e.pinned {
 		return nil
 	}
+	return broadestCover(e, r.order, func(b *entry) bool { return b.view.Load() == nil && b.bindFailure() == nil })
+}
+
+// broadestCover returns the broadest of candidates, those eligible, that
+// covers e; nil if none. Of two equivalent specs written apart, the one that
+// sorts first covers the other.
+func broadestCover(e *entry, candidates []*entry, eligible func(*entry) bool) *entry {
 	var best *entry
-	for _, b := range r.order {
-		if b == e || b.view.Load() != nil || !Covers(b.key, e.key) || b.bindFailure() != nil {
+	for _, b := range candidates {
+		if b == e || !Covers(b.key, e.key) || !eligible(b) {
+			continue
+		}
+		if Covers(e.key, b.key) && e.key.String() < b.key.String() {
 			continue
 		}
 		if best == nil || Covers(b.key, best.key) {
@@ -496,21 +506,7 @@ func (r *Registry) planViews(all []*entry) map[*entry]*entry {
 		if e.pinned {
 			return nil
 		}
-		var best *entry
-		for _, b := range all {
-			if b == e || !Covers(b.key, e.key) {
-				continue
-			}
-			// Of two equivalent specs written apart, the one that sorts
-			// first is served.
-			if Covers(e.key, b.key) && e.key.String() < b.key.String() {
-				continue
-			}
-			if best == nil || Covers(b.key, best.key) {
-				best = b
-			}
-		}
-		return best
+		return broadestCover(e, all, func(*entry) bool { return true })
 	}
 	parents := make(map[*entry]*entry, len(all))
 	for _, e := range all {
@@ -528,7 +524,10 @@ func (r *Registry) planViews(all []*entry) map[*entry]*entry {
 			}
 			root = p
 		}
-		if root != e && e.canServeAsView(root) {
+		if root == e {
+			continue
+		}
+		if _, ok := e.viewFilter(root); ok {
 			plan[e] = root
 		}
 	}

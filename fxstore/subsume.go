@@ -2,6 +2,7 @@ package fxstore
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	"k8s.io/apimachinery/pkg/fields"
@@ -40,33 +41,38 @@ func Covers(broad, narrow Key) bool {
 // fieldsCovered reports whether every field requirement of broad is one of
 // narrow's and narrow's others are on fields the client can evaluate.
 func fieldsCovered(broad, narrow string) bool {
-	if broad == narrow {
-		return true
-	}
-	b, err := fields.ParseSelector(broad)
-	if err != nil {
+	rest, ok := fieldsBeyond(broad, narrow)
+	if !ok {
 		return false
 	}
-	n, err := fields.ParseSelector(narrow)
-	if err != nil {
-		return false
-	}
-	have := make(map[fields.Requirement]bool)
-	for _, r := range n.Requirements() {
-		have[r] = true
-	}
-	for _, r := range b.Requirements() {
-		if !have[r] {
-			return false
-		}
-		delete(have, r)
-	}
-	for r := range have {
+	for _, r := range rest {
 		if !clientSideField(r.Field) {
 			return false
 		}
 	}
 	return true
+}
+
+// fieldsBeyond returns narrow's field requirements that broad does not
+// have, and whether broad's are all narrow's.
+func fieldsBeyond(broad, narrow string) ([]fields.Requirement, bool) {
+	b, err := fields.ParseSelector(broad)
+	if err != nil {
+		return nil, false
+	}
+	n, err := fields.ParseSelector(narrow)
+	if err != nil {
+		return nil, false
+	}
+	rest := n.Requirements()
+	for _, r := range b.Requirements() {
+		i := slices.Index(rest, r)
+		if i < 0 {
+			return nil, false
+		}
+		rest = slices.Delete(rest, i, i+1)
+	}
+	return rest, true
 }
 
 func clientSideField(field string) bool {
@@ -310,28 +316,18 @@ func KeyMatcher(key Key) (func(client.Object) bool, error) {
 // viewMatcher is KeyMatcher for a view of broad: only the field
 // requirements broad does not select on the server are evaluated.
 func viewMatcher(broad, narrow Key) (func(client.Object) bool, error) {
-	b, err := fields.ParseSelector(broad.FieldSelector)
-	if err != nil {
-		return nil, err
+	rest, ok := fieldsBeyond(broad.FieldSelector, narrow.FieldSelector)
+	if !ok {
+		return nil, fmt.Errorf("fields %q are not all of %q", broad.FieldSelector, narrow.FieldSelector)
 	}
-	n, err := fields.ParseSelector(narrow.FieldSelector)
-	if err != nil {
-		return nil, err
-	}
-	served := make(map[fields.Requirement]bool)
-	for _, r := range b.Requirements() {
-		served[r] = true
-	}
-	var rest []fields.Selector
-	for _, r := range n.Requirements() {
-		switch {
-		case served[r]:
-		case r.Operator == selection.NotEquals:
-			rest = append(rest, fields.OneTermNotEqualSelector(r.Field, r.Value))
-		default:
-			rest = append(rest, fields.OneTermEqualSelector(r.Field, r.Value))
+	terms := make([]fields.Selector, len(rest))
+	for i, r := range rest {
+		if r.Operator == selection.NotEquals {
+			terms[i] = fields.OneTermNotEqualSelector(r.Field, r.Value)
+		} else {
+			terms[i] = fields.OneTermEqualSelector(r.Field, r.Value)
 		}
 	}
-	narrow.FieldSelector = fields.AndSelectors(rest...).String()
+	narrow.FieldSelector = fields.AndSelectors(terms...).String()
 	return KeyMatcher(narrow)
 }

@@ -172,9 +172,6 @@ type runner struct {
 	webhooks   *Webhooks
 	shutdowner fx.Shutdowner
 
-	stopWebhooks context.CancelFunc
-	webhooksDone <-chan struct{}
-
 	state   atomic.Value // a state
 	servers *servers
 
@@ -230,9 +227,7 @@ func (r *runner) start(ctx context.Context) (err error) {
 	}
 	// Webhooks serve before any store lists: conversion webhooks may be
 	// what a store's initial list waits for.
-	webhooksCtx, stopWebhooks := context.WithCancel(context.Background())
-	r.stopWebhooks = stopWebhooks
-	if r.webhooksDone, err = r.webhooks.run(webhooksCtx, ctx); err != nil {
+	if err := r.servers.serveWebhooks(ctx, r.webhooks); err != nil {
 		return err
 	}
 	src, err := r.storeSource()
@@ -334,10 +329,6 @@ func (r *runner) warmUp() func() error {
 // rollback undoes a start that failed part way.
 func (r *runner) rollback() {
 	r.registry.Stop()
-	if r.stopWebhooks != nil {
-		r.stopWebhooks()
-		<-r.webhooksDone
-	}
 	metrics.Registry.Unregister(r.registry)
 	r.servers.close(context.Background())
 }

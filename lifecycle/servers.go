@@ -121,14 +121,42 @@ func (s *servers) serveMetrics(ctx context.Context, r *runner, addr string) erro
 	if err != nil {
 		return err
 	}
-	failed, ready := s.start("metrics", srv)
-	defer ready()
 	bound, ok := srv.(interface{ GetBindAddr() string })
 	if !ok {
 		// Not controller-runtime's server as we know it: a port it
 		// cannot bind stops the app once it has started.
+		s.run("metrics", srv)
 		return nil
 	}
+	if err := s.startAndWait(ctx, "metrics", srv, func() bool { return bound.GetBindAddr() != "" }); err != nil {
+		return err
+	}
+	s.log.Info("serving", zap.String("server", "metrics"), zap.String("address", bound.GetBindAddr()), zap.Bool("secure", cfg.MetricsSecure))
+	return nil
+}
+
+// serveWebhooks serves w's webhooks, if any is registered, and waits until
+// the server answers TLS handshakes: the API server may call it as soon as
+// stores list.
+func (s *servers) serveWebhooks(ctx context.Context, w *Webhooks) error {
+	paths := w.seal()
+	if len(paths) == 0 {
+		return nil
+	}
+	started := w.server.StartedChecker()
+	if err := s.startAndWait(ctx, "webhooks", w.server, func() bool { return started(nil) == nil }); err != nil {
+		return fmt.Errorf("serve webhooks %q on %s: %w; check --webhook-cert-path (with --webhook-cert-name and --webhook-cert-key) and --webhook-port", paths, w.addr, err)
+	}
+	s.log.Info("serving", zap.String("server", "webhooks"), zap.String("address", w.addr), zap.Strings("paths", paths))
+	return nil
+}
+
+// startAndWait runs rn until close, as start does, and waits until ready
+// reports that it serves, or it fails, or ctx ends: servers that listen
+// only once they run.
+func (s *servers) startAndWait(ctx context.Context, name string, rn manager.Runnable, ready func() bool) error {
+	failed, done := s.start(name, rn)
+	defer done()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -138,8 +166,7 @@ func (s *servers) serveMetrics(ctx context.Context, r *runner, addr string) erro
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
-			if a := bound.GetBindAddr(); a != "" {
-				s.log.Info("serving", zap.String("server", "metrics"), zap.String("address", a), zap.Bool("secure", cfg.MetricsSecure))
+			if ready() {
 				return nil
 			}
 		}

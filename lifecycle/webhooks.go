@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"slices"
 	"sync"
-	"time"
 
 	"go.uber.org/fx"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -187,40 +186,11 @@ func (w *Webhooks) serving() bool {
 	return len(w.paths) > 0
 }
 
-// run serves the webhooks until ctx ends, if any is registered. It returns
-// once the server answers, or with why it could not start (its
-// certificate files, its port). done is closed when the server has
-// stopped.
-func (w *Webhooks) run(ctx context.Context, startCtx context.Context) (done <-chan struct{}, err error) {
+// seal ends registration, as the app starts, and returns the paths to
+// serve.
+func (w *Webhooks) seal() []string {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.started = true
-	paths := slices.Clone(w.paths)
-	w.mu.Unlock()
-	stopped := make(chan struct{})
-	if len(paths) == 0 {
-		close(stopped)
-		return stopped, nil
-	}
-	failed := make(chan error, 1)
-	go func() {
-		defer close(stopped)
-		if err := w.server.Start(ctx); err != nil {
-			failed <- err
-		}
-	}()
-	check := w.server.StartedChecker()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case err := <-failed:
-			return stopped, fmt.Errorf("serve webhooks %q on %s: %w; check --webhook-cert-path (with --webhook-cert-name and --webhook-cert-key) and --webhook-port", paths, w.addr, err)
-		case <-startCtx.Done():
-			return stopped, fmt.Errorf("serve webhooks on %s: %w", w.addr, startCtx.Err())
-		case <-tick.C:
-			if check(nil) == nil {
-				return stopped, nil
-			}
-		}
-	}
+	return slices.Clone(w.paths)
 }
