@@ -1,10 +1,6 @@
 package test
 
 import (
-	"bytes"
-	"context"
-	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -29,21 +25,7 @@ func newKubectl(t *testing.T) kubectl {
 // try runs kubectl with args, and stdin if not empty, and returns its
 // output.
 func (k kubectl) try(stdin string, args ...string) (string, error) {
-	// Not the test's context, which ends before cleanups run kubectl.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	args = append([]string{"--kubeconfig", testenv.KubeconfigPath(k.t), "--cache-dir", k.cache}, args...)
-	cmd := exec.CommandContext(ctx, testenv.KubectlPath(k.t), args...)
-	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("kubectl %s: %w: %s", strings.Join(args[4:], " "), err, stderr.String())
-	}
-	return string(out), nil
+	return testenv.Kubectl(k.t, k.cache, stdin, args...)
 }
 
 // run runs kubectl and fails the test if it fails.

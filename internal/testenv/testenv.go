@@ -1,11 +1,16 @@
 package testenv
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 
@@ -157,4 +162,26 @@ func (e *env) stop() error {
 		err = errors.Join(err, os.RemoveAll(e.tmp))
 	}
 	return err
+}
+
+// Kubectl runs the control plane's kubectl against it as the admin, as a
+// user would, with stdin if not empty and its discovery cache in cacheDir,
+// and returns its output; an error carries kubectl's stderr. It does not
+// use the test's context, which has ended when cleanups run kubectl.
+func Kubectl(tb testing.TB, cacheDir, stdin string, args ...string) (string, error) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	full := append([]string{"--kubeconfig", KubeconfigPath(tb), "--cache-dir", cacheDir}, args...)
+	cmd := exec.CommandContext(ctx, KubectlPath(tb), full...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	return string(out), nil
 }

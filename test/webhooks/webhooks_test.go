@@ -14,10 +14,8 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -239,18 +237,7 @@ func widgetYAML(namespace, name string, replicas int32) string {
 // tryKubectl runs the control plane's kubectl against it, as a user would.
 func tryKubectl(t *testing.T, stdin string, args ...string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	args = append([]string{"--kubeconfig", testenv.KubeconfigPath(t), "--cache-dir", t.TempDir()}, args...)
-	cmd := exec.CommandContext(ctx, testenv.KubectlPath(t), args...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return string(out), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args[4:], " "), err, stderr.String())
-	}
-	return string(out), nil
+	return testenv.Kubectl(t, t.TempDir(), stdin, args...)
 }
 
 func kubectl(t *testing.T, stdin string, args ...string) string {
