@@ -41,9 +41,9 @@ func Webhook(path string, handler http.Handler) fx.Option {
 // lifecycle starts it before any store lists, as controller-runtime's
 // manager does, because a store of a multi-version CRD whose storage
 // version is not the one it watches cannot sync until the conversion
-// webhook answers; and it stops it last. It runs only when a webhook is
-// registered: an app without one opens no port. Its readiness is on
-// /readyz as the check "webhooks".
+// webhook answers; it stops it with the other servers, after the stores.
+// It runs only when a webhook is registered: an app without one opens no
+// port. Its readiness is on /readyz as the check "webhooks".
 //
 // Every module and every hosted controller-runtime operator
 // (fxcontroller.SetupWithManager: mgr.GetWebhookServer,
