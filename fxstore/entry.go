@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -137,6 +138,7 @@ func funcIdentity(fn any) string {
 func (e *entry) bind(b Binding, now time.Time) {
 	e.lw.ListerWatcher = b.ListerWatcher
 	e.lw.succeeded = e.listWatchSucceeded
+	e.lw.received = &e.received
 	e.resource = b.Resource
 	e.startedAt = now
 }
@@ -199,7 +201,6 @@ func (e *entry) awaitSync(ctx context.Context, done <-chan struct{}) {
 }
 
 func (e *entry) transformObject(obj any) (any, error) {
-	e.received.Add(1)
 	if e.key.Projection == Metadata {
 		// The metadata API returns PartialObjectMetadata without the kind.
 		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
@@ -325,31 +326,81 @@ func (e *entry) info() StoreInfo {
 }
 
 // lazyListerWatcher lets the informer exist, and take handlers and indexers,
-// before the store is bound to a source.
+// before the store is bound to a source. It counts the objects the source
+// sends, in lists and in watches, where they arrive: the informer's
+// transform is no place to count, as client-go runs it twice on an initial
+// list streamed in a watch (once in the reflector's temporary store, once
+// in the queue's Replace).
 type lazyListerWatcher struct {
 	cache.ListerWatcher
 	// succeeded is called after each list and watch the source accepts.
 	succeeded func()
+	// received counts the objects listed and the watch events received.
+	received *atomic.Int64
 }
 
 func (l *lazyListerWatcher) ListWithContext(ctx context.Context, opts metav1.ListOptions) (k8sruntime.Object, error) {
 	list, err := cache.ToListerWatcherWithContext(l.ListerWatcher).ListWithContext(ctx, opts)
-	if err == nil && l.succeeded != nil {
+	if err != nil {
+		return nil, err
+	}
+	l.received.Add(int64(meta.LenList(list)))
+	if l.succeeded != nil {
 		l.succeeded()
 	}
-	return list, err
+	return list, nil
 }
 
 func (l *lazyListerWatcher) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	w, err := cache.ToListerWatcherWithContext(l.ListerWatcher).WatchWithContext(ctx, opts)
-	if err == nil && l.succeeded != nil {
+	if err != nil {
+		return nil, err
+	}
+	if l.succeeded != nil {
 		l.succeeded()
 	}
-	return w, err
+	return newCountingWatch(w, l.received), nil
 }
 
 // IsWatchListSemanticsUnSupported passes on whether the bound source can
 // stream its initial list in a watch.
 func (l *lazyListerWatcher) IsWatchListSemanticsUnSupported() bool {
 	return watchlist.DoesClientNotSupportWatchListSemantics(l.ListerWatcher)
+}
+
+// countingWatch passes a watch's events on, counting those that carry an
+// object of the store (not bookmarks or errors). Unlike watch.Filter, its
+// goroutine ends when the watch is stopped even if no one reads any more.
+type countingWatch struct {
+	in       watch.Interface
+	out      chan watch.Event
+	stopped  chan struct{}
+	stopOnce sync.Once
+}
+
+func newCountingWatch(in watch.Interface, n *atomic.Int64) *countingWatch {
+	w := &countingWatch{in: in, out: make(chan watch.Event), stopped: make(chan struct{})}
+	go func() {
+		defer close(w.out)
+		for ev := range in.ResultChan() {
+			if ev.Type == watch.Added || ev.Type == watch.Modified || ev.Type == watch.Deleted {
+				n.Add(1)
+			}
+			select {
+			case w.out <- ev:
+			case <-w.stopped:
+				return
+			}
+		}
+	}()
+	return w
+}
+
+// ResultChan implements watch.Interface.
+func (w *countingWatch) ResultChan() <-chan watch.Event { return w.out }
+
+// Stop implements watch.Interface.
+func (w *countingWatch) Stop() {
+	w.stopOnce.Do(func() { close(w.stopped) })
+	w.in.Stop()
 }

@@ -1,10 +1,12 @@
 package test
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
@@ -146,4 +148,65 @@ func TestStoresAreSharedBySpec(t *testing.T) {
 		require.NoError(t, err)
 		assert.Empty(t, got.ManagedFields, "managedFields are stripped by default")
 	}
+}
+
+// fxkube_store_received_total counts each object the API server sends once,
+// whether the initial list came from a LIST or was streamed in a watch
+// (client-go's watch-list, which runs the store's transform twice on every
+// streamed object).
+func TestReceivedCountsEachObjectOnce(t *testing.T) {
+	cfg := testenv.Config(t)
+	ctx := t.Context()
+	kube, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	ns := newNamespace(ctx, t, kube)
+	const n = 25
+	for i := range n {
+		_, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%02d", i)},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+
+	var reg *fxstore.Registry
+	app := fxtest.New(t,
+		fx.Supply(cfg, zaptest.NewLogger(t)),
+		fxstore.Module,
+		lifecycle.Options(lifecycle.Config{MetricsBindAddress: "0", HealthProbeBindAddress: "0"}),
+		fx.Invoke(func(r *fxstore.Registry) error {
+			reg = r
+			_, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{Namespace: ns})
+			return err
+		}),
+	)
+	before := scrapeRequests(t, cfg, "configmaps")
+	app.RequireStart()
+	defer app.RequireStop()
+	// The streamed list is what counted twice; make sure it is the path taken.
+	assert.Equal(t, 0.0, scrapeRequests(t, cfg, "configmaps").Minus(before).Lists, "the initial list was streamed in a watch, not LISTed")
+
+	received := func() float64 {
+		t.Helper()
+		p := prometheus.NewPedanticRegistry()
+		require.NoError(t, p.Register(reg))
+		families, err := p.Gather()
+		require.NoError(t, err)
+		for _, f := range families {
+			if f.GetName() == "fxkube_store_received_total" {
+				return f.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+		t.Fatal("no fxkube_store_received_total")
+		return 0
+	}
+	assert.Equal(t, float64(n), received(), "after the initial list")
+
+	cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "cm-00", metav1.GetOptions{})
+	require.NoError(t, err)
+	cm.Data = map[string]string{"k": "v"}
+	_, err = kube.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, kube.CoreV1().ConfigMaps(ns).Delete(ctx, "cm-01", metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool { return received() == n+2 }, 10*time.Second, 20*time.Millisecond,
+		"an update and a delete are one object each")
 }
