@@ -60,7 +60,15 @@ func (s *Store[T]) Get(namespace, name string) (T, error) {
 	if !s.e.synced.Load() {
 		return zero, s.e.notSynced
 	}
-	indexer := s.e.indexer()
+	// A view looks the key up in its parent's indexer and then matches the
+	// object itself: its indexer would do the same through more calls.
+	v := s.e.view.Load()
+	var indexer cache.Indexer
+	if v != nil {
+		indexer = v.parent.informer.GetIndexer()
+	} else {
+		indexer = s.e.informer.GetIndexer()
+	}
 	var (
 		item   any
 		exists bool
@@ -79,7 +87,11 @@ func (s *Store[T]) Get(namespace, name string) (T, error) {
 	if !exists {
 		return zero, apierrors.NewNotFound(s.e.resource, name)
 	}
-	return item.(T), nil
+	obj := item.(T)
+	if v != nil && !v.match(obj) {
+		return zero, apierrors.NewNotFound(s.e.resource, name)
+	}
+	return obj, nil
 }
 
 // List returns the objects matching opts. client.InNamespace and

@@ -296,6 +296,8 @@ func KeyMatcher(key Key) (func(client.Object) bool, error) {
 		}
 	}
 	namespace := key.Namespace
+	lreqs, _ := sel.Requirements()
+	matchLabels := labelMatchers(lreqs)
 	return func(obj client.Object) bool {
 		if namespace != "" && obj.GetNamespace() != namespace {
 			return false
@@ -309,17 +311,72 @@ func KeyMatcher(key Key) (func(client.Object) bool, error) {
 				return false
 			}
 		}
-		return sel.Matches(labels.Set(obj.GetLabels()))
+		if len(matchLabels) == 0 {
+			return true
+		}
+		set := obj.GetLabels()
+		for _, m := range matchLabels {
+			if !m(set) {
+				return false
+			}
+		}
+		return true
 	}, nil
 }
 
-// viewMatcher is KeyMatcher for a view of broad: only the field
-// requirements broad does not select on the server are evaluated.
+// labelMatchers returns one function per requirement telling whether a
+// label set meets it, as labels.Requirement.Matches does, with the common
+// operators on one value compiled to a single map lookup: views evaluate
+// their selector on every Get.
+func labelMatchers(reqs labels.Requirements) []func(map[string]string) bool {
+	out := make([]func(map[string]string) bool, len(reqs))
+	for i, r := range reqs {
+		key, values := r.Key(), r.ValuesUnsorted()
+		switch op := r.Operator(); {
+		case op == selection.Exists:
+			out[i] = func(set map[string]string) bool { _, ok := set[key]; return ok }
+		case op == selection.DoesNotExist:
+			out[i] = func(set map[string]string) bool { _, ok := set[key]; return !ok }
+		case len(values) == 1 && (op == selection.Equals || op == selection.DoubleEquals || op == selection.In):
+			want := values[0]
+			out[i] = func(set map[string]string) bool { v, ok := set[key]; return ok && v == want }
+		case len(values) == 1 && (op == selection.NotEquals || op == selection.NotIn):
+			want := values[0]
+			out[i] = func(set map[string]string) bool { v, ok := set[key]; return !ok || v != want }
+		default:
+			out[i] = func(set map[string]string) bool { return r.Matches(labels.Set(set)) }
+		}
+	}
+	return out
+}
+
+// viewMatcher is KeyMatcher for a view of broad: only what broad does not
+// already select is evaluated (its namespace, label requirements that
+// follow from broad's, field requirements broad selects on the server).
 func viewMatcher(broad, narrow Key) (func(client.Object) bool, error) {
 	rest, ok := fieldsBeyond(broad.FieldSelector, narrow.FieldSelector)
 	if !ok {
 		return nil, fmt.Errorf("fields %q are not all of %q", broad.FieldSelector, narrow.FieldSelector)
 	}
+	if broad.Namespace == narrow.Namespace {
+		narrow.Namespace = ""
+	}
+	bsel, err := labels.Parse(broad.LabelSelector)
+	if err != nil {
+		return nil, err
+	}
+	nsel, err := labels.Parse(narrow.LabelSelector)
+	if err != nil {
+		return nil, err
+	}
+	nreqs, _ := nsel.Requirements()
+	beyond := labels.NewSelector()
+	for _, r := range nreqs {
+		if !labelsImply(bsel, labels.NewSelector().Add(r)) {
+			beyond = beyond.Add(r)
+		}
+	}
+	narrow.LabelSelector = beyond.String()
 	terms := make([]fields.Selector, len(rest))
 	for i, r := range rest {
 		if r.Operator == selection.NotEquals {

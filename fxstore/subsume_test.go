@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -103,6 +104,33 @@ func FuzzLabelsImply(f *testing.F) {
 		for _, set := range universe(rnd, n, b) {
 			if n.Matches(set) && !b.Matches(set) {
 				t.Fatalf("%q is said to imply %q, but %v matches only the first", narrow, broad, set)
+			}
+		}
+	})
+}
+
+// FuzzKeyMatcherLabels checks that KeyMatcher evaluates a label selector
+// as labels.Selector.Matches does, on every label set over its keys and
+// values (plus others).
+func FuzzKeyMatcherLabels(f *testing.F) {
+	for _, seed := range []string{
+		"a=1", "a==1", "a!=1", "a in (1)", "a in (1,2)", "a notin (1)", "a notin (1,2)", "a", "!a",
+		"a>1", "a<1", "a=1,b!=2,!c", "a in (x,1),b", "",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, selector string) {
+		sel, err := labels.Parse(selector)
+		if err != nil {
+			return
+		}
+		match, err := fxstore.KeyMatcher(key("", selector, ""))
+		require.NoError(t, err)
+		rnd := rand.New(rand.NewPCG(uint64(len(selector)), 1))
+		for _, set := range universe(rnd, sel) {
+			obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x", Labels: set}}
+			if got, want := match(obj), sel.Matches(set); got != want {
+				t.Fatalf("%q on %v: KeyMatcher says %v, labels %v", selector, set, got, want)
 			}
 		}
 	})
