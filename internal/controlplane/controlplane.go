@@ -41,6 +41,24 @@ func Dir() string {
 	return filepath.Join(root, "kubernetes-"+KubernetesVersion+"-etcd-"+EtcdVersion)
 }
 
+// AssetsDir returns the directory of the binaries for tests: the one
+// KUBEBUILDER_ASSETS names, as for envtest, when it is set (even to ""), and
+// otherwise [Dir]. It returns an error, as [Check] does, when binaries are
+// missing there.
+func AssetsDir() (string, error) {
+	dir, ok := os.LookupEnv("KUBEBUILDER_ASSETS")
+	if !ok {
+		dir = Dir()
+	}
+	if err := Check(dir); err != nil {
+		if ok {
+			return "", fmt.Errorf("KUBEBUILDER_ASSETS: %w", err)
+		}
+		return "", err
+	}
+	return dir, nil
+}
+
 // Check returns an error naming every control-plane binary that is missing
 // from dir or not executable, and how to build them.
 func Check(dir string) error {

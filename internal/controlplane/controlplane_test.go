@@ -140,3 +140,29 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
+
+func TestAssetsDir(t *testing.T) {
+	t.Run("KUBEBUILDER_ASSETS", func(t *testing.T) {
+		dir := t.TempDir()
+		t.Setenv("KUBEBUILDER_ASSETS", dir)
+		_, err := AssetsDir()
+		require.EqualError(t, err, "KUBEBUILDER_ASSETS: "+Check(dir).Error())
+	})
+	t.Run("cache", func(t *testing.T) {
+		t.Setenv("KUBEBUILDER_ASSETS", "")
+		require.NoError(t, os.Unsetenv("KUBEBUILDER_ASSETS"))
+		t.Setenv("FXKUBE_CONTROLPLANE_CACHE", t.TempDir())
+		_, err := AssetsDir()
+		require.EqualError(t, err, Check(Dir()).Error())
+	})
+	t.Run("found", func(t *testing.T) {
+		dir := t.TempDir()
+		for _, name := range []string{APIServer, Etcd, Kubectl} {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, name), nil, 0o755))
+		}
+		t.Setenv("KUBEBUILDER_ASSETS", dir)
+		got, err := AssetsDir()
+		require.NoError(t, err)
+		assert.Equal(t, dir, got)
+	})
+}

@@ -40,12 +40,15 @@ func (r *Running) StartAPIServer() error {
 }
 
 // configureAPIServer sets the flags every kube-apiserver of ours runs with.
-func configureAPIServer(s *envtest.APIServer) {
+func (o options) configureAPIServer(s *envtest.APIServer) {
 	// Without a grace period for watches, kube-apiserver stops only once
 	// every client has closed its watches, or after a minute: a client whose
 	// informers keep watching holds it up. A real kube-apiserver that stops
 	// ends its watches, and the clients must cope; so must ours.
 	s.Configure().Set("shutdown-watch-termination-grace-period", "1s")
+	if gates := o.featureGatesFlag(); gates != "" {
+		s.Configure().Set("feature-gates", gates)
+	}
 }
 
 // Replica is another kube-apiserver on the control plane's etcd, as in a
@@ -61,9 +64,11 @@ type Replica struct {
 // StartReplica starts another kube-apiserver, on a port of its own, that
 // stores in the control plane's etcd: what is written through either, the
 // other serves, and it keeps serving while StopAPIServer has stopped the
-// main one. flags, as "name=value", are passed to it on top of envtest's
-// defaults, such as "watch-cache=false" to have it serve every watch from
-// etcd. Close it when done.
+// main one. It runs with the main one's feature gates (see
+// [WithFeatureGates]). flags, as "name=value", are passed to it on top of
+// envtest's defaults and replace those of ours they name, such as
+// "watch-cache=false" to have it serve every watch from etcd. Close it when
+// done.
 func (r *Running) StartReplica(flags ...string) (_ *Replica, err error) {
 	main := r.env.ControlPlane.APIServer
 	ports, err := loopbackPorts(1)
@@ -90,7 +95,7 @@ func (r *Running) StartReplica(flags ...string) (_ *Replica, err error) {
 	}()
 	rep.server.SecureServing.Address = "127.0.0.1"
 	rep.server.SecureServing.Port = ports[0]
-	configureAPIServer(rep.server)
+	r.opts.configureAPIServer(rep.server)
 	for _, f := range flags {
 		name, value, ok := strings.Cut(f, "=")
 		if !ok {

@@ -30,6 +30,9 @@ type Running struct {
 	// certDir holds kube-apiserver's certificates. It is ours, not envtest's,
 	// so that they outlive a restart of kube-apiserver (see StopAPIServer).
 	certDir string
+	// opts are Start's options, for replicas to run as the main
+	// kube-apiserver does.
+	opts options
 	// usersMu serialises AddUser: envtest signs user certificates with an
 	// unguarded serial-number counter.
 	usersMu sync.Mutex
@@ -37,10 +40,11 @@ type Running struct {
 
 // Start starts etcd and kube-apiserver from the binaries in dir, listening on
 // 127.0.0.1 only, through controller-runtime's envtest.
-func Start(dir string) (_ *Running, err error) {
+func Start(dir string, opts ...Option) (_ *Running, err error) {
 	if err := Check(dir); err != nil {
 		return nil, err
 	}
+	o := newOptions(opts)
 	// envtest lets the resolver pick the address for "localhost"; pin every
 	// listener to IPv4 loopback instead, so that nothing is reachable from
 	// outside the machine whatever the resolver says.
@@ -74,16 +78,21 @@ func Start(dir string) (_ *Running, err error) {
 		return nil, fmt.Errorf("make kube-apiserver's certificate directory: %w", err)
 	}
 	apiServer.CertDir = certDir
-	configureAPIServer(apiServer)
+	o.configureAPIServer(apiServer)
 	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
 		te.ControlPlaneStartTimeout = defaultTimeout
 	}
 	if os.Getenv("KUBEBUILDER_CONTROLPLANE_STOP_TIMEOUT") == "" {
 		te.ControlPlaneStopTimeout = defaultTimeout
 	}
-	r := &Running{env: te, certDir: certDir}
+	r := &Running{env: te, certDir: certDir, opts: o}
 	if r.Config, err = te.Start(); err != nil {
-		return nil, errors.Join(fmt.Errorf("start kube-apiserver and etcd from %s: %w", dir, err), r.Stop())
+		what := "kube-apiserver"
+		if gates := o.featureGatesFlag(); gates != "" {
+			what += " --feature-gates=" + gates
+		}
+		return nil, errors.Join(fmt.Errorf("start %s and etcd from %s: %w; "+
+			"KUBEBUILDER_ATTACH_CONTROL_PLANE_OUTPUT=true shows their output", what, dir, err), r.Stop())
 	}
 	r.Kubeconfig = te.KubeConfig
 	return r, nil

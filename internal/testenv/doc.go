@@ -10,6 +10,11 @@
 //		goleak.VerifyTestMain(testenv.WithControlPlane(m))
 //	}
 //
+// Options of [controlplane.Start] configure it for every test of the binary,
+// such as an alpha feature of kube-apiserver turned on:
+//
+//	testenv.WithControlPlane(m, controlplane.WithFeatureGates(map[string]bool{"ShardedListAndWatch": true}))
+//
 // Tests then reach it through [Config] (an admin client config; the user is in
 // system:masters, so it may also read the API server's /metrics), [User] (a
 // client config for a user with only the rights a test grants),
@@ -18,8 +23,9 @@
 //
 // The binaries come from the directory in KUBEBUILDER_ASSETS when that is
 // set, and otherwise from [controlplane.Dir], where `make controlplane` builds
-// them. When they are missing the test binary fails (it does not skip) with a
-// message that says how to build them. Everything listens on 127.0.0.1 only.
+// them (see [controlplane.AssetsDir]). When they are missing the test binary
+// fails (it does not skip) with a message that says how to build them.
+// Everything listens on 127.0.0.1 only.
 //
 // controller-runtime's envtest starts and stops the processes, so its
 // variables apply: KUBEBUILDER_ATTACH_CONTROL_PLANE_OUTPUT=true shows the

@@ -27,17 +27,21 @@ type env struct {
 	tmp        string // holds kubeconfig
 }
 
-// WithControlPlane wraps m so that its Run starts a control plane, runs the
-// tests, and stops the control plane. When the control plane cannot start,
-// Run reports why on stderr and returns 1 without running any test.
-func WithControlPlane(m *testing.M) interface{ Run() int } {
-	return runner{m}
+// WithControlPlane wraps m so that its Run starts a control plane with opts,
+// such as [controlplane.WithFeatureGates], runs the tests, and stops the
+// control plane. When the control plane cannot start, Run reports why on
+// stderr and returns 1 without running any test.
+func WithControlPlane(m *testing.M, opts ...controlplane.Option) interface{ Run() int } {
+	return runner{m: m, opts: opts}
 }
 
-type runner struct{ m *testing.M }
+type runner struct {
+	m    *testing.M
+	opts []controlplane.Option
+}
 
 func (r runner) Run() int {
-	e, err := start()
+	e, err := start(r.opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "testenv: start control plane: %v\n", err)
 		return 1
@@ -116,27 +120,12 @@ func current(tb testing.TB) *env {
 	return running
 }
 
-// binDir returns the directory holding the control-plane binaries.
-func binDir() (string, error) {
-	dir, ok := os.LookupEnv("KUBEBUILDER_ASSETS")
-	if !ok {
-		dir = controlplane.Dir()
-	}
-	if err := controlplane.Check(dir); err != nil {
-		if ok {
-			return "", fmt.Errorf("KUBEBUILDER_ASSETS: %w", err)
-		}
-		return "", err
-	}
-	return dir, nil
-}
-
-func start() (_ *env, err error) {
-	dir, err := binDir()
+func start(opts []controlplane.Option) (_ *env, err error) {
+	dir, err := controlplane.AssetsDir()
 	if err != nil {
 		return nil, err
 	}
-	cp, err := controlplane.Start(dir)
+	cp, err := controlplane.Start(dir, opts...)
 	if err != nil {
 		return nil, err
 	}

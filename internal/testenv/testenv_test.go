@@ -3,7 +3,6 @@ package testenv
 import (
 	"net"
 	"net/url"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -46,7 +45,7 @@ func TestKubeconfigPath(t *testing.T) {
 }
 
 func TestKubectlPath(t *testing.T) {
-	dir, err := binDir()
+	dir, err := controlplane.AssetsDir()
 	require.NoError(t, err)
 	assert.Equal(t, filepath.Join(dir, controlplane.Kubectl), KubectlPath(t))
 }
@@ -57,23 +56,6 @@ func hostPort(t *testing.T, rawURL string) string {
 	require.NoError(t, err)
 	require.Equal(t, "https", u.Scheme)
 	return u.Host
-}
-
-func TestBinDir(t *testing.T) {
-	t.Run("KUBEBUILDER_ASSETS", func(t *testing.T) {
-		dir := t.TempDir()
-		t.Setenv("KUBEBUILDER_ASSETS", dir)
-		_, err := binDir()
-		require.ErrorContains(t, err, "KUBEBUILDER_ASSETS: control plane binaries missing or not executable in "+dir)
-		require.ErrorContains(t, err, "make controlplane")
-	})
-	t.Run("cache", func(t *testing.T) {
-		t.Setenv("KUBEBUILDER_ASSETS", "")
-		require.NoError(t, os.Unsetenv("KUBEBUILDER_ASSETS"))
-		t.Setenv("FXKUBE_CONTROLPLANE_CACHE", t.TempDir())
-		_, err := binDir()
-		require.EqualError(t, err, controlplane.Check(controlplane.Dir()).Error())
-	})
 }
 
 func TestUser(t *testing.T) {
