@@ -28,6 +28,7 @@ import (
 type entry struct {
 	key      Key
 	registry *Registry
+	example  k8sruntime.Object // of the type the store holds
 	informer cache.SharedIndexInformer
 	lw       lazyListerWatcher
 
@@ -66,6 +67,7 @@ func newEntry(key Key, example k8sruntime.Object, t Transform, r *Registry) *ent
 	e := &entry{
 		key:        key,
 		registry:   r,
+		example:    example,
 		transform:  t,
 		indexFuncs: make(map[string]string),
 		indexers:   cache.Indexers{},
@@ -256,19 +258,34 @@ func (e *entry) count() int {
 
 // viewFilter returns what filters parent's objects down to the store's, if
 // the store can be a view of parent: its filter can be evaluated on the
-// client, and parent has no index of another function by the name of one
-// of its own. The registry's lock is held.
+// client, its objects can be made from parent's, and parent has no index of
+// another function by the name its own indexes take there. The registry's
+// lock is held.
 func (e *entry) viewFilter(parent *entry) (func(client.Object) bool, bool) {
 	match, err := viewMatcher(parent.key, e.key)
 	if err != nil {
 		return nil, false
 	}
+	projected := parent.key.Projection != e.key.Projection
+	if projected && !hasObjectMeta(parent.example) {
+		return nil, false
+	}
 	for name, id := range e.indexFuncs {
-		if pid, ok := parent.indexFuncs[name]; ok && pid != id {
+		if pid, ok := parent.indexFuncs[parentIndexName(projected, name)]; ok && pid != id {
 			return nil, false
 		}
 	}
 	return match, true
+}
+
+// parentIndexName is the name an index declared on a view takes on its
+// parent's informer. A metadata-only view's index functions take its
+// objects, not the parent's: they get names of their own there, wrapped.
+func parentIndexName(projected bool, name string) string {
+	if projected {
+		return "fxstore metadata " + name
+	}
+	return name
 }
 
 // serveAsView makes the store a view of parent, moving its indexes to
@@ -278,22 +295,33 @@ func (e *entry) serveAsView(parent *entry) bool {
 	if !ok {
 		return false
 	}
-	moved := cache.Indexers{}
+	var project *metadataProjection
+	if parent.key.Projection != e.key.Projection {
+		project = newMetadataProjection(e.key.Kind)
+	}
+	moved, names := cache.Indexers{}, make(map[string]string, len(e.indexers))
 	for name, fn := range e.indexers {
-		if _, ok := parent.indexFuncs[name]; !ok {
-			moved[name] = fn
+		pname := parentIndexName(project != nil, name)
+		names[name] = pname
+		if _, ok := parent.indexFuncs[pname]; !ok {
+			moved[pname] = project.indexFunc(fn)
 		}
 	}
 	if err := parent.informer.AddIndexers(moved); err != nil {
 		return false
 	}
-	for name, fn := range moved {
-		parent.indexFuncs[name] = e.indexFuncs[name]
-		parent.indexers[name] = fn
+	for name, pname := range names {
+		if fn, ok := moved[pname]; ok {
+			parent.indexFuncs[pname] = e.indexFuncs[name]
+			parent.indexers[pname] = fn
+		}
 	}
-	v, err := newView(parent, e.key, match)
+	v, err := newView(parent, e.key, match, project, names)
 	if err != nil {
 		return false
+	}
+	if project != nil {
+		v.indexer.indexers = maps.Clone(e.indexers)
 	}
 	e.view.Store(v)
 	return true

@@ -196,7 +196,10 @@ func WithConsumer(name string) Option {
 // found, and each event of the broader store is filtered for its
 // subscribers: ask for an informer of its own when the view is a small part
 // of a large, busy store and its reads or events are the hot path, and a
-// second copy of its objects is affordable.
+// second copy of its objects is affordable. A metadata-only view of a typed
+// store also makes each object it returns (one allocation per Get, one per
+// List), as its objects are the typed store's; BENCHMARKS.md has the
+// figures.
 func WithOwnInformer() Option {
 	return optionFunc(func(r *request) { r.ownInformer = true })
 }

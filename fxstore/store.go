@@ -87,11 +87,19 @@ func (s *Store[T]) Get(namespace, name string) (T, error) {
 	if !exists {
 		return zero, apierrors.NewNotFound(s.e.resource, name)
 	}
-	obj := item.(T)
-	if v != nil && !v.match(obj) {
-		return zero, apierrors.NewNotFound(s.e.resource, name)
+	switch {
+	case v == nil:
+		return item.(T), nil
+	case v.project == nil:
+		if obj := item.(T); v.match(obj) {
+			return obj, nil
+		}
+	default:
+		if obj := item.(client.Object); v.match(obj) {
+			return v.project.one(obj).(T), nil
+		}
 	}
-	return obj, nil
+	return zero, apierrors.NewNotFound(s.e.resource, name)
 }
 
 // List returns the objects matching opts. client.InNamespace and

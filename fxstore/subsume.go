@@ -12,13 +12,16 @@ import (
 )
 
 // Covers reports whether a store of broad holds every object a store of
-// narrow would, and so can serve narrow as a view: same kind, projection and
-// transform; broad's namespace is all of them or narrow's; narrow's label
-// selector implies broad's; and broad's field selector is narrow's, or a
-// part of it whose rest can be evaluated exactly on the client
-// (metadata.name, metadata.namespace).
+// narrow would, and so can serve narrow as a view: same kind and transform;
+// the same projection, or a typed broad and a metadata-only narrow with one
+// of the built-in transforms (whose result has the same metadata whichever
+// the projection; a transform of one's own may tell them apart); broad's
+// namespace is all of them or narrow's; narrow's label selector implies
+// broad's; and broad's field selector is narrow's, or a part of it whose
+// rest can be evaluated exactly on the client (metadata.name,
+// metadata.namespace).
 func Covers(broad, narrow Key) bool {
-	if broad.Kind != narrow.Kind || broad.Projection != narrow.Projection || broad.Transform != narrow.Transform {
+	if broad.Kind != narrow.Kind || broad.Transform != narrow.Transform || !projectionCovered(broad, narrow) {
 		return false
 	}
 	if broad.Namespace != "" && broad.Namespace != narrow.Namespace {
@@ -36,6 +39,16 @@ func Covers(broad, narrow Key) bool {
 		return false
 	}
 	return labelsImply(n, b)
+}
+
+// projectionCovered reports whether narrow's objects can be made from
+// broad's: the same projection, or their metadata.
+func projectionCovered(broad, narrow Key) bool {
+	if broad.Projection == narrow.Projection {
+		return true
+	}
+	builtIn := narrow.Transform == StripManagedFields.Name || narrow.Transform == KeepEverything.Name
+	return broad.Projection == Typed && narrow.Projection == Metadata && builtIn
 }
 
 // fieldsCovered reports whether every field requirement of broad is one of

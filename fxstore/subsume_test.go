@@ -21,6 +21,15 @@ func key(namespace, labelSel, fieldSel string) fxstore.Key {
 	return fxstore.Key{Kind: configMaps, Namespace: namespace, LabelSelector: labelSel, FieldSelector: fieldSel, Transform: fxstore.StripManagedFields.Name}
 }
 
+func metadataKey(namespace, labelSel, transform string) fxstore.Key {
+	return fxstore.Key{Kind: configMaps, Namespace: namespace, LabelSelector: labelSel, Projection: fxstore.Metadata, Transform: transform}
+}
+
+func withTransform(k fxstore.Key, transform string) fxstore.Key {
+	k.Transform = transform
+	return k
+}
+
 func TestCovers(t *testing.T) {
 	tests := []struct {
 		name          string
@@ -48,7 +57,11 @@ func TestCovers(t *testing.T) {
 		{"broad fields plus a name", key("", "", "spec.x=1"), key("", "", "metadata.name=y,spec.x=1"), true},
 		{"another field", key("", "", ""), key("", "", "spec.x=1"), false},
 		{"other kinds", key("", "", ""), fxstore.Key{Kind: schema.GroupVersionKind{Version: "v1", Kind: "Secret"}, Transform: fxstore.StripManagedFields.Name}, false},
-		{"other projections", key("", "", ""), fxstore.Key{Kind: configMaps, Projection: fxstore.Metadata, Transform: fxstore.StripManagedFields.Name}, false},
+		{"typed covers metadata-only", key("", "", ""), metadataKey("a", "tier=front", fxstore.StripManagedFields.Name), true},
+		{"typed covers metadata-only, keeping everything", withTransform(key("", "", ""), "none"), metadataKey("", "", "none"), true},
+		{"not with a transform of one's own", withTransform(key("", "", ""), "mine"), metadataKey("", "", "mine"), false},
+		{"metadata-only does not cover typed", metadataKey("", "", fxstore.StripManagedFields.Name), key("", "", ""), false},
+		{"unstructured does not cover metadata-only", fxstore.Key{Kind: configMaps, Projection: fxstore.Unstructured, Transform: fxstore.StripManagedFields.Name}, metadataKey("", "", fxstore.StripManagedFields.Name), false},
 		{"other transforms", key("", "", ""), fxstore.Key{Kind: configMaps, Transform: "none"}, false},
 	}
 	for _, tt := range tests {

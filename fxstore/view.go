@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -13,18 +15,22 @@ import (
 // view serves a store from the informer of a broader one (its parent),
 // filtered: no informer, no watch and no copy of its own.
 type view struct {
-	parent  *entry
-	match   func(client.Object) bool
+	parent *entry
+	match  func(client.Object) bool
+	// project makes the view's objects from the parent's: nil when they are
+	// the same (see metadataProjection).
+	project *metadataProjection
 	indexer *viewIndexer
 	shared  *viewInformer
 }
 
-// newView returns the view of parent whose objects match: key's. It adds
-// to parent's informer an index of the view's objects by namespace (and
-// all of them under allNamespaces), so that listing the view reads its
+// newView returns the view of parent whose objects match: key's, made by
+// project, with its indexes by the names indexNames gives them on parent.
+// It adds to parent's informer an index of the view's objects by namespace
+// (and all of them under allNamespaces), so that listing the view reads its
 // objects only: an index holds keys, not objects.
-func newView(parent *entry, key Key, match func(client.Object) bool) (*view, error) {
-	v := &view{parent: parent, match: match}
+func newView(parent *entry, key Key, match func(client.Object) bool, project *metadataProjection, indexNames map[string]string) (*view, error) {
+	v := &view{parent: parent, match: match, project: project}
 	index := "fxstore view " + key.String()
 	err := parent.informer.AddIndexers(cache.Indexers{index: func(obj any) ([]string, error) {
 		o, ok := obj.(client.Object)
@@ -36,7 +42,7 @@ func newView(parent *entry, key Key, match func(client.Object) bool) (*view, err
 	if err != nil {
 		return nil, err
 	}
-	v.indexer = &viewIndexer{Indexer: parent.informer.GetIndexer(), match: v.matches, index: index}
+	v.indexer = &viewIndexer{Indexer: parent.informer.GetIndexer(), match: v.matches, project: project, index: index, indexNames: indexNames}
 	v.shared = &viewInformer{SharedIndexInformer: parent.informer, view: v}
 	return v, nil
 }
@@ -62,7 +68,12 @@ var errViewWrite = errors.New("fxstore: a view's objects are its parent store's;
 type viewIndexer struct {
 	cache.Indexer // the parent's
 	match         func(any) bool
-	index         string // of the view's objects, by namespace
+	project       *metadataProjection
+	index         string            // of the view's objects, by namespace
+	indexNames    map[string]string // the view's indexes' names on the parent
+	// indexers are the view's own index functions when project is set
+	// (the parent's take the parent's objects); else the parent's serve.
+	indexers cache.Indexers
 }
 
 var _ cache.Indexer = (*viewIndexer)(nil)
@@ -74,7 +85,7 @@ func (x *viewIndexer) filter(items []any) []any {
 			out = append(out, item)
 		}
 	}
-	return out
+	return x.project.all(out)
 }
 
 func keysOf(items []any) []string {
@@ -87,10 +98,18 @@ func keysOf(items []any) []string {
 	return keys
 }
 
+// parentIndex returns the name of the view's index name on the parent.
+func (x *viewIndexer) parentIndex(name string) string {
+	if n, ok := x.indexNames[name]; ok {
+		return n
+	}
+	return name
+}
+
 // List implements cache.Store.
 func (x *viewIndexer) List() []any {
 	items, _ := x.Indexer.ByIndex(x.index, allNamespaces)
-	return items
+	return x.project.all(items)
 }
 
 // ListKeys implements cache.Store.
@@ -105,7 +124,7 @@ func (x *viewIndexer) inNamespace(namespace string) []any {
 		return x.List()
 	}
 	items, _ := x.Indexer.ByIndex(x.index, namespace)
-	return items
+	return x.project.all(items)
 }
 
 // Get implements cache.Store.
@@ -114,7 +133,7 @@ func (x *viewIndexer) Get(obj any) (any, bool, error) {
 	if err != nil || !exists || !x.match(item) {
 		return nil, false, err
 	}
-	return item, true, nil
+	return x.project.one(item), true, nil
 }
 
 // GetByKey implements cache.Store.
@@ -123,12 +142,12 @@ func (x *viewIndexer) GetByKey(key string) (any, bool, error) {
 	if err != nil || !exists || !x.match(item) {
 		return nil, false, err
 	}
-	return item, true, nil
+	return x.project.one(item), true, nil
 }
 
 // Index implements cache.Indexer.
 func (x *viewIndexer) Index(indexName string, obj any) ([]any, error) {
-	items, err := x.Indexer.Index(indexName, obj)
+	items, err := x.Indexer.Index(x.parentIndex(indexName), obj)
 	return x.filter(items), err
 }
 
@@ -143,8 +162,16 @@ func (x *viewIndexer) ByIndex(indexName, indexedValue string) ([]any, error) {
 	if indexName == cache.NamespaceIndex {
 		return x.inNamespace(indexedValue), nil
 	}
-	items, err := x.Indexer.ByIndex(indexName, indexedValue)
+	items, err := x.Indexer.ByIndex(x.parentIndex(indexName), indexedValue)
 	return x.filter(items), err
+}
+
+// GetIndexers implements cache.Indexer.
+func (x *viewIndexer) GetIndexers() cache.Indexers {
+	if x.indexers != nil {
+		return x.indexers
+	}
+	return x.Indexer.GetIndexers()
 }
 
 // count returns how many of the parent's objects are the view's.
@@ -180,17 +207,21 @@ var _ cache.SharedIndexInformer = (*viewInformer)(nil)
 
 // AddEventHandler implements cache.SharedInformer.
 func (i *viewInformer) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
-	return i.SharedIndexInformer.AddEventHandler(viewHandler{h, i.view.matches})
+	return i.SharedIndexInformer.AddEventHandler(i.handler(h))
 }
 
 // AddEventHandlerWithResyncPeriod implements cache.SharedInformer.
 func (i *viewInformer) AddEventHandlerWithResyncPeriod(h cache.ResourceEventHandler, resync time.Duration) (cache.ResourceEventHandlerRegistration, error) {
-	return i.SharedIndexInformer.AddEventHandlerWithResyncPeriod(viewHandler{h, i.view.matches}, resync)
+	return i.SharedIndexInformer.AddEventHandlerWithResyncPeriod(i.handler(h), resync)
 }
 
 // AddEventHandlerWithOptions implements cache.SharedInformer.
 func (i *viewInformer) AddEventHandlerWithOptions(h cache.ResourceEventHandler, o cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
-	return i.SharedIndexInformer.AddEventHandlerWithOptions(viewHandler{h, i.view.matches}, o)
+	return i.SharedIndexInformer.AddEventHandlerWithOptions(i.handler(h), o)
+}
+
+func (i *viewInformer) handler(h cache.ResourceEventHandler) viewHandler {
+	return viewHandler{ResourceEventHandler: h, match: i.view.matches, project: i.view.project}
 }
 
 // GetStore implements cache.SharedInformer.
@@ -228,13 +259,14 @@ func (i *viewInformer) SetWatchErrorHandlerWithContext(cache.WatchErrorHandlerWi
 // one that makes it stop matching is a Delete of the last matching object.
 type viewHandler struct {
 	cache.ResourceEventHandler
-	match func(any) bool
+	match   func(any) bool
+	project *metadataProjection
 }
 
 // OnAdd implements cache.ResourceEventHandler.
 func (h viewHandler) OnAdd(obj any, isInInitialList bool) {
 	if h.match(obj) {
-		h.ResourceEventHandler.OnAdd(obj, isInInitialList)
+		h.ResourceEventHandler.OnAdd(h.project.one(obj), isInInitialList)
 	}
 }
 
@@ -242,11 +274,11 @@ func (h viewHandler) OnAdd(obj any, isInInitialList bool) {
 func (h viewHandler) OnUpdate(oldObj, newObj any) {
 	switch was, is := h.match(oldObj), h.match(newObj); {
 	case was && is:
-		h.ResourceEventHandler.OnUpdate(oldObj, newObj)
+		h.ResourceEventHandler.OnUpdate(h.project.one(oldObj), h.project.one(newObj))
 	case is:
-		h.ResourceEventHandler.OnAdd(newObj, false)
+		h.ResourceEventHandler.OnAdd(h.project.one(newObj), false)
 	case was:
-		h.ResourceEventHandler.OnDelete(oldObj)
+		h.ResourceEventHandler.OnDelete(h.project.one(oldObj))
 	}
 }
 
@@ -254,6 +286,75 @@ func (h viewHandler) OnUpdate(oldObj, newObj any) {
 // when the object it holds matched.
 func (h viewHandler) OnDelete(obj any) {
 	if h.match(obj) {
-		h.ResourceEventHandler.OnDelete(obj)
+		h.ResourceEventHandler.OnDelete(h.project.one(obj))
 	}
+}
+
+// metadataProjection makes a metadata-only view's objects from its typed
+// parent's on each read and event: a PartialObjectMetadata whose metadata
+// is the typed object's, its maps and slices shared, as read-only as the
+// object itself. The view holds no copy; each read makes one object (one
+// allocation for a whole List). A nil projection passes objects as they are.
+type metadataProjection struct {
+	typeMeta metav1.TypeMeta
+}
+
+func newMetadataProjection(gvk schema.GroupVersionKind) *metadataProjection {
+	apiVersion, kind := gvk.ToAPIVersionAndKind()
+	return &metadataProjection{typeMeta: metav1.TypeMeta{APIVersion: apiVersion, Kind: kind}}
+}
+
+// hasObjectMeta reports whether the metadata of obj's type can be
+// projected: it embeds metav1.ObjectMeta, as every built-in and generated
+// type does.
+func hasObjectMeta(obj any) bool { return objectMeta(obj) != nil }
+
+func objectMeta(obj any) *metav1.ObjectMeta {
+	if a, ok := obj.(metav1.ObjectMetaAccessor); ok {
+		m, _ := a.GetObjectMeta().(*metav1.ObjectMeta)
+		return m
+	}
+	return nil
+}
+
+// one returns obj's projection; a tombstone holds its object's.
+func (p *metadataProjection) one(obj any) any {
+	if p == nil {
+		return obj
+	}
+	switch o := obj.(type) {
+	case *metav1.PartialObjectMetadata:
+		return o
+	case cache.DeletedFinalStateUnknown:
+		o.Obj = p.one(o.Obj)
+		return o
+	}
+	if m := objectMeta(obj); m != nil {
+		return &metav1.PartialObjectMetadata{TypeMeta: p.typeMeta, ObjectMeta: *m}
+	}
+	return obj
+}
+
+// all replaces items, objects of the parent, by their projections, made in
+// one allocation.
+func (p *metadataProjection) all(items []any) []any {
+	if p == nil || len(items) == 0 {
+		return items
+	}
+	made := make([]metav1.PartialObjectMetadata, len(items))
+	for i, item := range items {
+		if m := objectMeta(item); m != nil {
+			made[i] = metav1.PartialObjectMetadata{TypeMeta: p.typeMeta, ObjectMeta: *m}
+			items[i] = &made[i]
+		}
+	}
+	return items
+}
+
+// indexFunc returns fn taking the parent's objects: their projections.
+func (p *metadataProjection) indexFunc(fn cache.IndexFunc) cache.IndexFunc {
+	if p == nil {
+		return fn
+	}
+	return func(obj any) ([]string, error) { return fn(p.one(obj)) }
 }

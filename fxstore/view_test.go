@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -222,4 +223,105 @@ func TestLateStoresBecomeViews(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a/x"}, sortedNames(list))
 	assert.True(t, r.Stores()[1].Late)
+}
+
+func byAppMeta(m *metav1.PartialObjectMetadata) []string { return []string{m.Labels["app"]} }
+
+// A metadata-only store is a view of a typed store of its kind: it holds no
+// copy, and reads, indexes, the informer given out and events give
+// PartialObjectMetadata, equal to what a metadata-only informer of its own
+// holds.
+func TestMetadataOnlyStoresAreViewsOfTyped(t *testing.T) {
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	_, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{})
+	require.NoError(t, err)
+	all, err := fxstore.For[*metav1.PartialObjectMetadata](r, fxstore.Spec{Kind: configMapKind, Namespace: "a"})
+	require.NoError(t, err)
+	ownAll, err := fxstore.For[*metav1.PartialObjectMetadata](r, fxstore.Spec{Kind: configMapKind, Namespace: "a", LabelSelector: "!nothing"},
+		fxstore.WithOwnInformer())
+	require.NoError(t, err)
+
+	src := fxstoretest.NewSource(clientgoscheme.Scheme,
+		configMap("a", "x", map[string]string{"tier": "front", "app": "web"}, map[string]string{"big": "data"}),
+		configMap("a", "y", map[string]string{"tier": "back"}, nil),
+		configMap("b", "x", map[string]string{"tier": "front", "app": "db"}, nil),
+	)
+	fxstoretest.Start(t, r, src)
+	n, views := informers(r)
+	assert.Equal(t, 2, n, "the typed store, and the one asking for its own")
+	assert.Equal(t, map[string]string{all.Key().String(): "ConfigMap/v1 (all namespaces)"}, views)
+
+	got, err := all.Get("a", "x")
+	require.NoError(t, err)
+	want, err := ownAll.Get("a", "x")
+	require.NoError(t, err)
+	assert.Equal(t, want, got, "the same object a metadata-only informer holds")
+	assert.Equal(t, configMapKind, got.GroupVersionKind())
+	_, err = all.Get("b", "x")
+	assert.True(t, apierrors.IsNotFound(err), "outside the view: %v", err)
+
+	list, err := all.List()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a/x", "a/y"}, sortedNames(list))
+	informed := all.Informer().GetIndexer().List()
+	require.Len(t, informed, 2)
+	for _, o := range informed {
+		assert.IsType(t, &metav1.PartialObjectMetadata{}, o, "the informer given out holds metadata too")
+	}
+	assert.Equal(t, testing.AllocsPerRun(100, func() { _, _ = ownAll.List() })+1, testing.AllocsPerRun(100, func() { _, _ = all.List() }),
+		"a List makes its objects in one allocation")
+	assert.Equal(t, 1.0, testing.AllocsPerRun(100, func() { _, _ = all.Get("a", "x") }), "a Get makes the one object it returns")
+}
+
+// An index declared on a metadata-only view takes metadata, not the typed
+// objects of the store it is served from; subscribers get metadata events
+// with a relabelled object added and deleted as for any view.
+func TestMetadataOnlyViewIndexesAndEvents(t *testing.T) {
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	typed, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{}, fxstore.WithIndex("app", byApp))
+	require.NoError(t, err)
+	front, err := fxstore.For[*metav1.PartialObjectMetadata](r, fxstore.Spec{Kind: configMapKind, LabelSelector: "tier=front"},
+		fxstore.WithIndex("app", byAppMeta))
+	require.NoError(t, err)
+	src := fxstoretest.NewSource(clientgoscheme.Scheme,
+		configMap("a", "x", map[string]string{"tier": "front", "app": "web"}, nil),
+		configMap("a", "y", map[string]string{"tier": "back", "app": "web"}, nil))
+	fxstoretest.Start(t, r, src)
+	_, views := informers(r)
+	require.Contains(t, views, front.Key().String(), "an index of the same name on the typed store does not stand in the way")
+
+	web, err := front.ByIndex("app", "web")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a/x"}, sortedNames(web))
+	typedWeb, err := typed.ByIndex("app", "web")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a/x", "a/y"}, sortedNames(typedWeb), "the typed store's own index is untouched")
+	assert.Contains(t, front.Informer().GetIndexer().GetIndexers(), "app")
+
+	var got recorded
+	sub, err := front.Subscribe(fxstore.HandlerFuncs[*metav1.PartialObjectMetadata]{
+		AddFunc:    func(m *metav1.PartialObjectMetadata, _ bool) { got.add("add " + m.Name + " " + m.Kind) },
+		UpdateFunc: func(_, m *metav1.PartialObjectMetadata) { got.add("update " + m.Name + " " + m.Annotations["v"]) },
+		DeleteFunc: func(m *metav1.PartialObjectMetadata) { got.add("delete " + m.Name + " " + m.Labels["tier"]) },
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	require.NoError(t, sub.WaitForSync(t.Context()))
+
+	ctx := context.Background()
+	c := src.Client()
+	update := func(name string, change func(*corev1.ConfigMap)) {
+		var cm corev1.ConfigMap
+		require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: "a", Name: name}, &cm))
+		change(&cm)
+		require.NoError(t, c.Update(ctx, &cm))
+	}
+	update("x", func(cm *corev1.ConfigMap) { cm.Annotations = map[string]string{"v": "2"} })
+	update("y", func(cm *corev1.ConfigMap) { cm.Labels["tier"] = "front" })
+	update("x", func(cm *corev1.ConfigMap) { cm.Labels["tier"] = "back" })
+	require.NoError(t, c.Delete(ctx, configMap("a", "y", nil, nil)))
+
+	want := []string{"add x ConfigMap", "update x 2", "add y ConfigMap", "delete x front", "delete y front"}
+	eventually(t, func() bool { return len(got.get()) >= len(want) })
+	assert.Equal(t, want, got.get())
 }
