@@ -55,6 +55,9 @@ type entry struct {
 	synced   atomic.Bool
 	syncedCh chan struct{}
 	received atomic.Int64
+	// outsideShard counts the objects the source sent outside the store's
+	// shard, dropped.
+	outsideShard atomic.Int64
 
 	mu         sync.Mutex
 	consumers  []string
@@ -141,6 +144,9 @@ func (e *entry) bind(b Binding, now time.Time) {
 	e.lw.ListerWatcher = b.ListerWatcher
 	e.lw.succeeded = e.listWatchSucceeded
 	e.lw.received = &e.received
+	// Keys hold canonical shard selectors, which parse.
+	e.lw.inShard, _ = shardMatcher(e.key)
+	e.lw.outsideShard = e.droppedOutsideShard
 	e.resource = b.Resource
 	e.startedAt = now
 }
@@ -213,6 +219,17 @@ func (e *entry) transformObject(obj any) (any, error) {
 		return obj, nil
 	}
 	return e.transform.Func(obj)
+}
+
+// droppedOutsideShard records that the source sent an object outside the
+// store's shard: the API server does not apply shard selectors (its
+// ShardedListAndWatch feature gate is off). The store stays correct; it
+// only receives every object.
+func (e *entry) droppedOutsideShard() {
+	if e.outsideShard.Add(1) == 1 {
+		e.registry.log.Warn("the API server does not apply shard selectors; the store filters its shard on the client, and receives every object",
+			zap.Stringer("store", e.key), zap.String("fix", "enable kube-apiserver's ShardedListAndWatch feature gate (alpha since Kubernetes 1.36)"))
+	}
 }
 
 func (e *entry) watchError(ctx context.Context, r *cache.Reflector, err error) {
@@ -349,6 +366,7 @@ func (e *entry) info() StoreInfo {
 			Synced:       e.synced.Load(),
 			SyncDuration: e.syncedIn,
 			LastError:    e.lastErr,
+			OutsideShard: e.outsideShard.Load(),
 		},
 	}
 }
@@ -358,13 +376,19 @@ func (e *entry) info() StoreInfo {
 // sends, in lists and in watches, where they arrive: the informer's
 // transform is no place to count, as client-go runs it twice on an initial
 // list streamed in a watch (once in the reflector's temporary store, once
-// in the queue's Replace).
+// in the queue's Replace). For a sharded store it drops the objects outside
+// the shard, which the API server sends when it does not apply shard
+// selectors.
 type lazyListerWatcher struct {
 	cache.ListerWatcher
 	// succeeded is called after each list and watch the source accepts.
 	succeeded func()
 	// received counts the objects listed and the watch events received.
 	received *atomic.Int64
+	// inShard is nil unless the store is sharded; outsideShard is called
+	// on each object dropped for being outside the shard.
+	inShard      func(k8sruntime.Object) bool
+	outsideShard func()
 }
 
 func (l *lazyListerWatcher) ListWithContext(ctx context.Context, opts metav1.ListOptions) (k8sruntime.Object, error) {
@@ -373,10 +397,38 @@ func (l *lazyListerWatcher) ListWithContext(ctx context.Context, opts metav1.Lis
 		return nil, err
 	}
 	l.received.Add(int64(meta.LenList(list)))
+	if l.inShard != nil {
+		if err := l.keepShard(list); err != nil {
+			return nil, err
+		}
+	}
 	if l.succeeded != nil {
 		l.succeeded()
 	}
 	return list, nil
+}
+
+// keepShard removes from list the objects outside the shard.
+func (l *lazyListerWatcher) keepShard(list k8sruntime.Object) error {
+	outside := 0
+	_ = meta.EachListItem(list, func(o k8sruntime.Object) error {
+		if !l.inShard(o) {
+			outside++
+		}
+		return nil
+	})
+	if outside == 0 {
+		return nil
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return err
+	}
+	items = slices.DeleteFunc(items, func(o k8sruntime.Object) bool { return !l.inShard(o) })
+	for range outside {
+		l.outsideShard()
+	}
+	return meta.SetList(list, items)
 }
 
 func (l *lazyListerWatcher) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
@@ -387,7 +439,7 @@ func (l *lazyListerWatcher) WatchWithContext(ctx context.Context, opts metav1.Li
 	if l.succeeded != nil {
 		l.succeeded()
 	}
-	return newCountingWatch(w, l.received), nil
+	return newReceivingWatch(w, l), nil
 }
 
 // IsWatchListSemanticsUnSupported passes on whether the bound source can
@@ -396,23 +448,28 @@ func (l *lazyListerWatcher) IsWatchListSemanticsUnSupported() bool {
 	return watchlist.DoesClientNotSupportWatchListSemantics(l.ListerWatcher)
 }
 
-// countingWatch passes a watch's events on, counting those that carry an
-// object of the store (not bookmarks or errors). Unlike watch.Filter, its
-// goroutine ends when the watch is stopped even if no one reads any more.
-type countingWatch struct {
+// receivingWatch passes a watch's events on, counting those that carry an
+// object of the store (not bookmarks or errors) and dropping those outside
+// a sharded store's shard. Unlike watch.Filter, its goroutine ends when the
+// watch is stopped even if no one reads any more.
+type receivingWatch struct {
 	in       watch.Interface
 	out      chan watch.Event
 	stopped  chan struct{}
 	stopOnce sync.Once
 }
 
-func newCountingWatch(in watch.Interface, n *atomic.Int64) *countingWatch {
-	w := &countingWatch{in: in, out: make(chan watch.Event), stopped: make(chan struct{})}
+func newReceivingWatch(in watch.Interface, l *lazyListerWatcher) *receivingWatch {
+	w := &receivingWatch{in: in, out: make(chan watch.Event), stopped: make(chan struct{})}
 	go func() {
 		defer close(w.out)
 		for ev := range in.ResultChan() {
 			if ev.Type == watch.Added || ev.Type == watch.Modified || ev.Type == watch.Deleted {
-				n.Add(1)
+				l.received.Add(1)
+				if l.inShard != nil && !l.inShard(ev.Object) {
+					l.outsideShard()
+					continue
+				}
 			}
 			select {
 			case w.out <- ev:
@@ -425,10 +482,10 @@ func newCountingWatch(in watch.Interface, n *atomic.Int64) *countingWatch {
 }
 
 // ResultChan implements watch.Interface.
-func (w *countingWatch) ResultChan() <-chan watch.Event { return w.out }
+func (w *receivingWatch) ResultChan() <-chan watch.Event { return w.out }
 
 // Stop implements watch.Interface.
-func (w *countingWatch) Stop() {
+func (w *receivingWatch) Stop() {
 	w.stopOnce.Do(func() { close(w.stopped) })
 	w.in.Stop()
 }

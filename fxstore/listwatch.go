@@ -25,6 +25,7 @@ func NewListerWatcher(c client.WithWatch, key Key) (cache.ListerWatcher, error) 
 	lsel, _ := labels.Parse(key.LabelSelector)
 	fsel, _ := fields.ParseSelector(key.FieldSelector)
 	opts := func(raw metav1.ListOptions) *client.ListOptions {
+		raw.ShardSelector = key.Shard
 		return &client.ListOptions{Raw: &raw, Namespace: key.Namespace, LabelSelector: lsel, FieldSelector: fsel}
 	}
 	return &cache.ListWatch{

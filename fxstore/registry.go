@@ -400,6 +400,10 @@ type StoreStatus struct {
 	Synced       bool
 	SyncDuration time.Duration // from start to synced
 	LastError    error         // the last list/watch error, until a list or watch succeeds again
+	// OutsideShard counts the objects a sharded store received outside
+	// its shard and dropped: above 0, the API server does not apply shard
+	// selectors.
+	OutsideShard int64
 }
 
 // Stores describes every store, in the order they were first requested.

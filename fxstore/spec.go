@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/sharding"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
@@ -41,6 +42,16 @@ type Spec struct {
 	// Transform is applied to each object before it is stored. Defaults to
 	// StripManagedFields.
 	Transform Transform
+
+	// Shard restricts the store to one shard of the objects: those whose
+	// shard key (ShardByUID or ShardByNamespace) hashes into the
+	// selector's ranges (KEP-5866, sharding.NewSelector). The API server
+	// filters when its ShardedListAndWatch feature gate is on; when it does
+	// not, the store filters on the client, logs it once and reports it in
+	// fxkube_store_shard_filtered_on_client_total: it holds the same objects, but
+	// receives all of them. A sharded store is never served from a broader
+	// store, nor serves one. Defaults to every object.
+	Shard sharding.Selector
 }
 
 // Transform is a named function applied to every object before a store keeps
@@ -94,6 +105,7 @@ type Key struct {
 	FieldSelector string // canonical form
 	Projection    Projection
 	Transform     string
+	Shard         string // the shard selector's wire form
 }
 
 // String describes the store the way error messages and metrics name it, for
@@ -119,6 +131,9 @@ func (k Key) String() string {
 	}
 	if k.Transform != StripManagedFields.Name {
 		fmt.Fprintf(&b, ", transform %q", k.Transform)
+	}
+	if k.Shard != "" {
+		fmt.Fprintf(&b, ", shard %q", k.Shard)
 	}
 	b.WriteString(")")
 	return b.String()
@@ -158,6 +173,9 @@ func (s Spec) key(gvk schema.GroupVersionKind, p Projection) (Key, error) {
 	}
 	if k.FieldSelector, err = CanonicalFieldSelector(s.FieldSelector); err != nil {
 		k.FieldSelector = s.FieldSelector
+		errs = append(errs, err)
+	}
+	if k.Shard, err = CanonicalShardSelector(s.Shard); err != nil {
 		errs = append(errs, err)
 	}
 	if s.Transform.Name == "" && s.Transform.Func != nil {

@@ -19,10 +19,13 @@ import (
 // namespace is all of them or narrow's; narrow's label selector implies
 // broad's; and broad's field selector is narrow's, or a part of it whose
 // rest can be evaluated exactly on the client (metadata.name,
-// metadata.namespace).
+// metadata.namespace). Sharded keys neither cover nor are covered.
 func Covers(broad, narrow Key) bool {
 	if broad.Kind != narrow.Kind || broad.Transform != narrow.Transform || !projectionCovered(broad, narrow) {
 		return false
+	}
+	if broad.Shard != "" || narrow.Shard != "" {
+		return false // a shard is the API server's to select
 	}
 	if broad.Namespace != "" && broad.Namespace != narrow.Namespace {
 		return false
@@ -291,8 +294,9 @@ func (c *keyConstraint) implies(r labels.Requirement) bool {
 // store of key, evaluating on the client what the API server selects: its
 // namespace, its label selector and its field selector, which must be on
 // metadata.name and metadata.namespace only (an error says which field is
-// not). Views of a broader store use it to filter, as fxstoretest's source
-// does to select. Matching allocates nothing.
+// not), and its shard. Views of a broader store use it to filter, as
+// fxstoretest's source does to select. Matching allocates nothing, but for
+// a shard.
 func KeyMatcher(key Key) (func(client.Object) bool, error) {
 	sel, err := labels.Parse(key.LabelSelector)
 	if err != nil {
@@ -311,6 +315,18 @@ func KeyMatcher(key Key) (func(client.Object) bool, error) {
 	namespace := key.Namespace
 	lreqs, _ := sel.Requirements()
 	matchLabels := labelMatchers(lreqs)
+	inShard, err := shardMatcher(key)
+	if err != nil {
+		return nil, err
+	}
+	if inShard != nil {
+		match := keyMatcher(namespace, reqs, matchLabels)
+		return func(obj client.Object) bool { return match(obj) && inShard(obj) }, nil
+	}
+	return keyMatcher(namespace, reqs, matchLabels), nil
+}
+
+func keyMatcher(namespace string, reqs fields.Requirements, matchLabels []func(map[string]string) bool) func(client.Object) bool {
 	return func(obj client.Object) bool {
 		if namespace != "" && obj.GetNamespace() != namespace {
 			return false
@@ -334,7 +350,7 @@ func KeyMatcher(key Key) (func(client.Object) bool, error) {
 			}
 		}
 		return true
-	}, nil
+	}
 }
 
 // labelMatchers returns one function per requirement telling whether a

@@ -1,0 +1,85 @@
+package fxstore_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/sharding"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/fxkube/fxkube/fxstore"
+)
+
+func shardRange(key, start, end string) sharding.ShardRangeRequirement {
+	return sharding.ShardRangeRequirement{Key: key, Start: start, End: end}
+}
+
+func TestShardSelectors(t *testing.T) {
+	lower := sharding.NewSelector(shardRange(fxstore.ShardByUID, "0x0000000000000000", "0x8000000000000000"))
+	s, err := fxstore.CanonicalShardSelector(lower)
+	require.NoError(t, err)
+	assert.Equal(t, "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')", s)
+	s, err = fxstore.CanonicalShardSelector(nil)
+	require.NoError(t, err)
+	assert.Empty(t, s, "no selector, no shard")
+
+	for _, tt := range []struct {
+		name string
+		sel  sharding.Selector
+		want string
+	}{
+		{"another key", sharding.NewSelector(shardRange("object.metadata.name", "0x0000000000000000", "0x8000000000000000")), `key "object.metadata.name" is not object.metadata.uid or object.metadata.namespace`},
+		{"two keys", sharding.NewSelector(shardRange(fxstore.ShardByUID, "0x0000000000000000", "0x1000000000000000"), shardRange(fxstore.ShardByNamespace, "0x2000000000000000", "0x3000000000000000")), "shard on one key"},
+		{"short bounds", sharding.NewSelector(shardRange(fxstore.ShardByUID, "0x0", "0x8")), "16 lowercase hex digits"},
+		{"upper case", sharding.NewSelector(shardRange(fxstore.ShardByUID, "0x000000000000000A", "0x8000000000000000")), "16 lowercase hex digits"},
+		{"empty range", sharding.NewSelector(shardRange(fxstore.ShardByUID, "0x8000000000000000", "0x8000000000000000")), "its start must be below its end"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := fxstore.CanonicalShardSelector(tt.sel)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+			r := fxstore.NewRegistry(clientgoscheme.Scheme)
+			_, err = fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{Shard: tt.sel})
+			require.Error(t, err, "For refuses it too")
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+// A sharded store's key names its shard; it neither covers nor is covered
+// by another, and matching an object decides its shard as the API server
+// does.
+func TestShardedKeys(t *testing.T) {
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	lower := sharding.NewSelector(shardRange(fxstore.ShardByUID, "0x0000000000000000", "0x8000000000000000"),
+		shardRange(fxstore.ShardByUID, "0xc000000000000000", "0x10000000000000000"))
+	s, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{Shard: lower})
+	require.NoError(t, err)
+	all, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{})
+	require.NoError(t, err)
+	assert.Equal(t, `ConfigMap/v1 (all namespaces, shard "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000') || shardRange(object.metadata.uid, '0xc000000000000000', '0x10000000000000000')")`, s.String())
+	assert.False(t, fxstore.Covers(all.Key(), s.Key()))
+	assert.False(t, fxstore.Covers(s.Key(), all.Key()))
+	assert.False(t, fxstore.Covers(s.Key(), s.Key()), "not even itself: a shard is the API server's to select")
+
+	match, err := fxstore.KeyMatcher(s.Key())
+	require.NoError(t, err)
+	in, out := 0, 0
+	for range 200 {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x", UID: uuid.NewUUID()}}
+		want, err := lower.Matches(cm)
+		require.NoError(t, err)
+		assert.Equal(t, want, match(cm), cm.UID)
+		if want {
+			in++
+		} else {
+			out++
+		}
+	}
+	assert.Positive(t, in)
+	assert.Positive(t, out)
+}
