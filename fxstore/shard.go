@@ -67,8 +67,9 @@ func parseShardSelector(s string) (sharding.Selector, error) {
 	}
 	var reqs []sharding.ShardRangeRequirement
 	for part := range strings.SplitSeq(s, " || ") {
-		inner, ok := strings.CutPrefix(part, "shardRange(")
-		if inner, ok = strings.CutSuffix(inner, ")"); !ok {
+		inner, prefixed := strings.CutPrefix(part, "shardRange(")
+		inner, suffixed := strings.CutSuffix(inner, ")")
+		if !prefixed || !suffixed {
 			return nil, fmt.Errorf("invalid shard selector %q: %q is not shardRange(key, 'start', 'end')", s, part)
 		}
 		args := strings.Split(inner, ", ")
