@@ -40,6 +40,10 @@ type entry struct {
 	indexFuncs map[string]string
 
 	late bool // set before the store starts
+	// refs counts the requests for the store; stop ends its informer (see
+	// Registry.Drop). Both are guarded by the registry's lock.
+	refs int
+	stop context.CancelFunc
 
 	// proxy is the informer the store gives out: informer, or its view's.
 	proxy *storeInformer
@@ -189,6 +193,14 @@ type bindError struct{ err error }
 
 func (e *bindError) Error() string { return e.err.Error() }
 func (e *bindError) Unwrap() error { return e.err }
+
+// runContext returns the context the store runs in, which Registry.Drop
+// ends. The registry's lock is held.
+func (e *entry) runContext(parent context.Context) context.Context {
+	ctx, cancel := context.WithCancel(parent)
+	e.stop = cancel
+	return ctx
+}
 
 // awaitSync marks the store synced when done is closed: when its informer
 // has synced, or, for a view, its parent.

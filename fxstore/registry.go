@@ -289,6 +289,7 @@ func (r *Registry) register(typ reflect.Type, spec Spec, req request) (*entry, e
 	}
 	if !req.indexOnly {
 		r.requests++
+		e.refs++
 	}
 	return e, nil
 }
@@ -328,17 +329,47 @@ func (r *Registry) startLate(e *entry) {
 	if e.late {
 		r.log.Info("store started late", zap.Stringer("store", e.key), zap.Strings("requestedBy", e.consumers))
 	}
+	ctx := e.runContext(r.runCtx)
 	r.wg.Go(func() {
-		b, err := r.src.Bind(r.runCtx, e.key)
+		b, err := r.src.Bind(ctx, e.key)
 		if err != nil {
 			e.bindFailed(err)
 			r.signal()
 			return
 		}
 		e.bind(b, time.Now())
-		r.wg.Go(func() { e.awaitSync(r.runCtx, e.informer.HasSyncedChecker().Done()) })
-		e.informer.RunWithContext(r.runCtx)
+		r.wg.Go(func() { e.awaitSync(ctx, e.informer.HasSyncedChecker().Done()) })
+		e.informer.RunWithContext(ctx)
 	})
+}
+
+// Drop stops a sharded store and forgets it once each request for it has
+// been dropped: for a shard whose objects this process no longer handles.
+// Its Store values read as not synced afterwards; asking for the same spec
+// again makes a new store. Only sharded stores can be dropped: every other
+// store is shared for the life of the app.
+func (r *Registry) Drop(key Key) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.entries[key]
+	switch {
+	case !ok:
+		return fmt.Errorf("store %s: not in the registry, or dropped already; drop only what For returned", key)
+	case key.Shard == "":
+		return fmt.Errorf("store %s is not sharded; only sharded stores can be dropped", key)
+	}
+	if e.refs--; e.refs > 0 {
+		return nil
+	}
+	delete(r.entries, key)
+	r.order = slices.DeleteFunc(r.order, func(o *entry) bool { return o == e })
+	e.synced.Store(false)
+	if e.stop != nil {
+		e.stop()
+	}
+	r.log.Info("store dropped", zap.Stringer("store", e.key))
+	r.signalLocked()
+	return nil
 }
 
 var (
@@ -491,8 +522,9 @@ func (r *Registry) Start(ctx context.Context, src Source) error {
 	}
 	for i, e := range entries {
 		e.bind(bindings[i], now)
-		r.wg.Go(func() { e.informer.RunWithContext(runCtx) })
-		r.wg.Go(func() { e.awaitSync(runCtx, e.informer.HasSyncedChecker().Done()) })
+		ctx := e.runContext(runCtx)
+		r.wg.Go(func() { e.informer.RunWithContext(ctx) })
+		r.wg.Go(func() { e.awaitSync(ctx, e.informer.HasSyncedChecker().Done()) })
 	}
 	for _, e := range views {
 		parent := e.view.Load().parent

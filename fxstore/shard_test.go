@@ -1,6 +1,7 @@
 package fxstore_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -10,8 +11,11 @@ import (
 	"k8s.io/apimachinery/pkg/sharding"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/fxstore/fxstoretest"
 )
 
 func shardRange(key, start, end string) sharding.ShardRangeRequirement {
@@ -82,4 +86,60 @@ func TestShardedKeys(t *testing.T) {
 	}
 	assert.Positive(t, in)
 	assert.Positive(t, out)
+}
+
+// A sharded store is dropped once every request for it is: its informer
+// stops, the registry forgets it, and reads fail rather than serve what it
+// held. Other stores cannot be dropped.
+func TestDropShardedStore(t *testing.T) {
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	lower := sharding.NewSelector(shardRange(fxstore.ShardByUID, "0x0000000000000000", "0x8000000000000000"))
+	all, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{})
+	require.NoError(t, err)
+	objs := make([]client.Object, 20)
+	for i := range objs {
+		cm := configMap("a", fmt.Sprintf("cm-%d", i), nil, nil)
+		cm.UID = uuid.NewUUID()
+		objs[i] = cm
+	}
+	src := fxstoretest.NewSource(clientgoscheme.Scheme, objs...)
+	fxstoretest.Start(t, r, src)
+
+	s, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{Shard: lower}, fxstore.WithConsumer("one"))
+	require.NoError(t, err)
+	_, err = fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{Shard: lower}, fxstore.WithConsumer("two"))
+	require.NoError(t, err)
+	require.NoError(t, r.WaitForStore(t.Context(), s.Key()))
+	n, err := s.Count()
+	require.NoError(t, err)
+	assert.Positive(t, n)
+	assert.Less(t, n, len(objs))
+
+	var events recorded
+	sub, err := s.Subscribe(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) { events.add(obj.(*corev1.ConfigMap).Name) }})
+	require.NoError(t, err)
+	require.NoError(t, sub.WaitForSync(t.Context()))
+
+	require.NoError(t, r.Drop(s.Key()), "one of two requests dropped")
+	_, err = s.Count()
+	require.NoError(t, err, "the other still reads it")
+	require.NoError(t, r.Drop(s.Key()))
+	_, err = s.Count()
+	require.ErrorIs(t, err, fxstore.ErrNotSynced, "a dropped store does not serve what it held")
+	assert.Len(t, r.Stores(), 1, "the registry forgets it")
+	seen := len(events.get())
+	for i := range 10 {
+		cm := configMap("a", fmt.Sprintf("new-%d", i), nil, nil)
+		cm.UID = uuid.NewUUID()
+		require.NoError(t, src.Client().Create(t.Context(), cm))
+	}
+	eventually(t, func() bool { c, _ := all.Count(); return c == len(objs)+10 })
+	assert.Len(t, events.get(), seen, "its informer has stopped")
+
+	err = r.Drop(s.Key())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "dropped already")
+	err = r.Drop(all.Key())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "only sharded stores can be dropped")
 }
