@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/zapr"
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -69,6 +70,25 @@ var (
 // concurrency, panic recovery and metrics (controller_runtime_reconcile_*)
 // apply.
 func New[T client.Object](name string, primary *fxstore.Store[T], r reconcile.Reconciler, opts ...Option) (*Controller, error) {
+	if primary == nil {
+		// A nil *Store in the interface would not compare equal to nil.
+		return NewFor(name, nil, r, opts...)
+	}
+	return NewFor(name, primary, r, opts...)
+}
+
+// Primary is what a controller reconciles the objects of: an
+// *fxstore.Store, or a store whose objects change as the process takes and
+// gives up shards of them (fxshard.Store). Events of its informer enqueue
+// requests; WaitForSync returns once it holds what it should.
+type Primary interface {
+	Key() fxstore.Key
+	Informer() cache.SharedIndexInformer
+	WaitForSync(ctx context.Context) error
+}
+
+// NewFor is New for any Primary; New is NewFor for a store.
+func NewFor(name string, primary Primary, r reconcile.Reconciler, opts ...Option) (*Controller, error) {
 	o := options{leaderElection: true}
 	for _, opt := range opts {
 		if opt != nil {
@@ -93,7 +113,7 @@ func New[T client.Object](name string, primary *fxstore.Store[T], r reconcile.Re
 
 	c := &Controller{
 		name:        name,
-		declaredBy:  caller.Name(1),
+		declaredBy:  caller.Outside("github.com/fxkube/fxkube/fxcontroller", "github.com/fxkube/fxkube/fxshard"),
 		primary:     primary.Key(),
 		sources:     append([]*storeSource{newStoreSource(primary, &handler.EnqueueRequestForObject{}, o.predicates)}, o.watches...),
 		writes:      o.writes,

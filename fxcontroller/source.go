@@ -7,7 +7,6 @@ import (
 
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -32,7 +31,7 @@ type storeSource struct {
 
 var _ source.SyncingSource = (*storeSource)(nil)
 
-func newStoreSource[T client.Object](s *fxstore.Store[T], h handler.EventHandler, predicates []predicate.Predicate) *storeSource {
+func newStoreSource(s Primary, h handler.EventHandler, predicates []predicate.Predicate) *storeSource {
 	return &storeSource{key: s.Key(), informer: s.Informer(), waitStore: s.WaitForSync, handler: h, predicates: predicates}
 }
 

@@ -25,9 +25,43 @@ func FuncName(pc uintptr) string {
 	if f == nil {
 		return "unknown"
 	}
-	name := strings.ReplaceAll(f.Name(), "[...]", "")
+	return shortName(f.Name())
+}
+
+func shortName(name string) string {
+	name = strings.ReplaceAll(name, "[...]", "")
 	if i := strings.LastIndexByte(name, '/'); i >= 0 {
 		name = name[i+1:]
 	}
 	return name
+}
+
+// Outside names its caller, or the nearest function above it, that is not
+// a function of one of the packages (import paths) given, or "unknown": the
+// module function that called a constructor, through whichever of fxkube's
+// wrappers.
+func Outside(packages ...string) string {
+	pcs := make([]uintptr, 32)
+	n := runtime.Callers(2, pcs)
+	frames := runtime.CallersFrames(pcs[:n])
+	for {
+		f, more := frames.Next()
+		if !inPackages(f.Function, packages) {
+			return shortName(f.Function)
+		}
+		if !more {
+			return "unknown"
+		}
+	}
+}
+
+// inPackages reports whether the function fn (as runtime names it, such as
+// "example.com/p.(*T).m") is in one of packages.
+func inPackages(fn string, packages []string) bool {
+	for _, p := range packages {
+		if rest, ok := strings.CutPrefix(fn, p); ok && strings.HasPrefix(rest, ".") {
+			return true
+		}
+	}
+	return false
 }
