@@ -1,0 +1,257 @@
+package fxshard
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/sharding"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fxkube/fxkube/fxcontroller"
+	"github.com/fxkube/fxkube/fxstore"
+)
+
+// Shards is one replica's part in a sharded app: its Coordinator, and the
+// sharded stores and controllers it hands the buckets it acquires and gives
+// up. A bucket acquired gets a store in each sharded store; a bucket given
+// up is first drained from each sharded controller (no reconcile of its
+// keys starts, and those running finish), then its stores are dropped.
+type Shards struct {
+	registry    *fxstore.Registry
+	coordinator *Coordinator
+	log         *zap.Logger
+
+	mu     sync.Mutex
+	stores []sharded
+	gates  []*gate
+}
+
+// sharded is a Store of any type, as Shards hands it buckets.
+type sharded interface {
+	ShardKey() string
+	acquire(bucket int, shard sharding.Selector) error
+	release(bucket int) error
+}
+
+var _ Handler = (*Shards)(nil)
+
+// NewShards returns the Shards of a replica, whose Coordinator takes
+// buckets through client's Leases as cfg says, for the sharded stores of
+// registry. Run runs it.
+func NewShards(registry *fxstore.Registry, client kubernetes.Interface, cfg Config) (*Shards, error) {
+	s := &Shards{registry: registry}
+	c, err := New(client, s, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.coordinator, s.log = c, c.log
+	return s, nil
+}
+
+// Coordinator returns the replica's Coordinator.
+func (s *Shards) Coordinator() *Coordinator { return s.coordinator }
+
+// Run takes part in the group until ctx ends, then gives every bucket
+// back; see Coordinator.Run.
+func (s *Shards) Run(ctx context.Context) error { return s.coordinator.Run(ctx) }
+
+func (s *Shards) add(st sharded) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stores = append(s.stores, st)
+	for _, b := range s.coordinator.Owned() {
+		shard, err := s.coordinator.Buckets().Selector(st.ShardKey(), []int{b})
+		if err == nil {
+			err = st.acquire(b, shard)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// consumer names a bucket's store's consumer, for describe and metrics.
+func (s *Shards) consumer(bucket int) string {
+	return fmt.Sprintf("fxshard bucket %d", bucket)
+}
+
+// resource guesses key's resource, to name it in NotFound errors of
+// objects in no bucket held.
+func (s *Shards) resource(key fxstore.Key) schema.GroupResource {
+	plural, _ := meta.UnsafeGuessKindToResource(key.Kind)
+	return plural.GroupResource()
+}
+
+// Acquired implements Handler: every sharded store asks for the bucket's
+// store, and every sharded controller may reconcile its keys once that
+// has synced.
+func (s *Shards) Acquired(bucket int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, g := range s.gates {
+		g.open(bucket)
+	}
+	for _, st := range s.stores {
+		shard, err := s.coordinator.Buckets().Selector(st.ShardKey(), []int{bucket})
+		if err == nil {
+			err = st.acquire(bucket, shard)
+		}
+		if err != nil {
+			s.log.Error("bucket acquired, but its store cannot start", zap.Int("bucket", bucket), zap.Error(err))
+		}
+	}
+}
+
+// Releasing implements Handler: every sharded controller drains the
+// bucket, then every sharded store drops its store.
+func (s *Shards) Releasing(ctx context.Context, bucket int) {
+	s.mu.Lock()
+	gates, stores := append([]*gate(nil), s.gates...), append([]sharded(nil), s.stores...)
+	s.mu.Unlock()
+	for _, g := range gates {
+		g.drain(ctx, bucket)
+	}
+	for _, st := range stores {
+		if err := st.release(bucket); err != nil {
+			s.log.Error("bucket given up, but its store did not stop cleanly", zap.Int("bucket", bucket), zap.Error(err))
+		}
+	}
+}
+
+// NewController is fxcontroller.New for a sharded primary store: the
+// controller runs on every replica, each reconciling the keys of the
+// buckets it holds. A request for a key in no bucket held (enqueued by a
+// secondary store's change, say) is dropped; one for a bucket whose store
+// has not synced yet is requeued. When the replica gives a bucket up, no
+// reconcile of its keys starts any more and those running finish before
+// another replica may take it (see Handler.Releasing). Leader election is
+// off unless an option turns it on.
+func NewController[T client.Object](name string, primary *Store[T], r reconcile.Reconciler, opts ...fxcontroller.Option) (*fxcontroller.Controller, error) {
+	if primary == nil {
+		return nil, fmt.Errorf("controller %q: primary store is nil; pass the store fxshard.For returned (check its error)", name)
+	}
+	g := &gate{shards: primary.shards, r: r, store: primary.bucketOfRequest, synced: primary.synced, inflight: map[int]*bucketWork{}}
+	c, err := fxcontroller.NewFor(name, primary, g, append([]fxcontroller.Option{fxcontroller.WithLeaderElection(false)}, opts...)...)
+	if err != nil {
+		return nil, err
+	}
+	primary.shards.mu.Lock()
+	defer primary.shards.mu.Unlock()
+	for _, b := range primary.shards.coordinator.Owned() {
+		g.open(b)
+	}
+	primary.shards.gates = append(primary.shards.gates, g)
+	return c, nil
+}
+
+// requeueUnsynced is how soon a request for a bucket whose store has not
+// synced yet is tried again.
+const requeueUnsynced = 200 * time.Millisecond
+
+// gate lets a sharded controller reconcile only the keys of the buckets
+// this replica holds, and counts the reconciles in flight by bucket so
+// that giving a bucket up can wait for them.
+type gate struct {
+	shards *Shards
+	r      reconcile.Reconciler
+	// store returns the bucket of a request's object; ok is false when the
+	// object is in no bucket held, err when that cannot be told yet.
+	store  func(reconcile.Request) (bucket int, ok bool, err error)
+	synced func(bucket int) bool
+
+	mu       sync.Mutex
+	inflight map[int]*bucketWork
+}
+
+// bucketWork is a bucket's reconciles in flight; idle is closed when there
+// are none and the bucket is draining.
+type bucketWork struct {
+	open    bool
+	running int
+	idle    chan struct{}
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (g *gate) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	bucket, ok, err := g.store(req)
+	switch {
+	case err != nil:
+		return reconcile.Result{RequeueAfter: requeueUnsynced}, nil
+	case !ok:
+		return reconcile.Result{}, nil // another replica's
+	}
+	if !g.enter(bucket) {
+		return reconcile.Result{}, nil // given up, or going
+	}
+	defer g.exit(bucket)
+	if !g.synced(bucket) {
+		return reconcile.Result{RequeueAfter: requeueUnsynced}, nil
+	}
+	return g.r.Reconcile(ctx, req)
+}
+
+func (g *gate) enter(bucket int) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	w := g.inflight[bucket]
+	if w == nil || !w.open || !g.shards.coordinator.Owns(bucket) {
+		return false
+	}
+	w.running++
+	return true
+}
+
+func (g *gate) exit(bucket int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	w := g.inflight[bucket]
+	if w.running--; w.running == 0 && !w.open && w.idle != nil {
+		close(w.idle)
+		w.idle = nil
+	}
+}
+
+// open lets reconciles of bucket's keys start.
+func (g *gate) open(bucket int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if w := g.inflight[bucket]; w != nil {
+		w.open = true
+		return
+	}
+	g.inflight[bucket] = &bucketWork{open: true}
+}
+
+// drain stops reconciles of bucket's keys from starting and waits until
+// those running have finished, or ctx ends.
+func (g *gate) drain(ctx context.Context, bucket int) {
+	g.mu.Lock()
+	w := g.inflight[bucket]
+	if w == nil {
+		g.mu.Unlock()
+		return
+	}
+	w.open = false
+	if w.running == 0 {
+		g.mu.Unlock()
+		return
+	}
+	if w.idle == nil {
+		w.idle = make(chan struct{})
+	}
+	idle := w.idle
+	g.mu.Unlock()
+	select {
+	case <-idle:
+	case <-ctx.Done():
+		g.shards.log.Warn("bucket given up with reconciles still running", zap.Int("bucket", bucket), zap.Error(context.Cause(ctx)))
+	}
+}

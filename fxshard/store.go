@@ -1,0 +1,226 @@
+package fxshard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/sharding"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fxkube/fxkube/fxstore"
+)
+
+// Store is this replica's share of the objects a spec selects: one fxstore
+// store per bucket the replica holds, each of which lists and watches only
+// its bucket's objects (the API server's shardSelector, or a filter on the
+// client where the server does not apply it). A bucket's store is asked
+// for when the bucket is acquired and dropped once it is given up, so the
+// replica holds only its share. Reads see the objects of the buckets held;
+// Store is a controller's Primary for NewController.
+type Store[T client.Object] struct {
+	shards   *Shards
+	spec     fxstore.Spec
+	key      fxstore.Key // the whole spec's
+	shardKey string
+	opts     []fxstore.Option
+
+	// stores are the held buckets' stores; a map never changed once
+	// stored, so that reads take no lock.
+	stores atomic.Pointer[map[int]*fxstore.Store[T]]
+	// mu serialises acquiring and releasing buckets.
+	mu       sync.Mutex
+	informer shardInformer
+}
+
+// For returns the store of the objects spec selects that fall in the
+// buckets this replica holds, by shardKey (fxstore.ShardByUID or
+// fxstore.ShardByNamespace). It registers nothing until a bucket is
+// acquired. spec must not have a Shard of its own.
+func For[T client.Object](s *Shards, spec fxstore.Spec, shardKey string, opts ...fxstore.Option) (*Store[T], error) {
+	key, err := fxstore.KeyFor[T](s.registry, spec)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("sharded store %s: %w", key, err)
+	case spec.Shard != nil && !spec.Shard.Empty():
+		return nil, fmt.Errorf("sharded store %s: Spec.Shard is set; fxshard.For chooses each bucket's shard, leave it empty", key)
+	case shardKey != fxstore.ShardByUID && shardKey != fxstore.ShardByNamespace:
+		return nil, fmt.Errorf("sharded store %s: shard key %q is not supported; use fxstore.ShardByUID or fxstore.ShardByNamespace", key, shardKey)
+	}
+	st := &Store[T]{shards: s, spec: spec, key: key, shardKey: shardKey, opts: opts}
+	st.stores.Store(&map[int]*fxstore.Store[T]{})
+	st.informer.buckets = make(map[int]*bucketInformer)
+	if err := s.add(st); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// Key returns the key of the whole spec; each bucket's store has it with
+// the bucket's shard.
+func (s *Store[T]) Key() fxstore.Key { return s.key }
+
+// ShardKey returns the field whose hash decides an object's bucket.
+func (s *Store[T]) ShardKey() string { return s.shardKey }
+
+// String describes the store.
+func (s *Store[T]) String() string { return s.key.String() + " sharded by " + s.shardKey }
+
+// Buckets returns the buckets whose objects the store holds now.
+func (s *Store[T]) Buckets() []int { return slices.Sorted(maps.Keys(*s.stores.Load())) }
+
+// acquire asks the registry for bucket's store and hands it the handlers.
+func (s *Store[T]) acquire(bucket int, shard sharding.Selector) error {
+	spec := s.spec
+	spec.Shard = shard
+	st, err := fxstore.For[T](s.shards.registry, spec, append(slices.Clone(s.opts), fxstore.WithConsumer(s.shards.consumer(bucket)))...)
+	if err != nil {
+		return fmt.Errorf("sharded store %s: bucket %d: %w", s.key, bucket, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.informer.addBucket(bucket, st.Informer()); err != nil {
+		return errors.Join(fmt.Errorf("sharded store %s: bucket %d: %w", s.key, bucket, err), s.shards.registry.Drop(st.Key()))
+	}
+	next := maps.Clone(*s.stores.Load())
+	next[bucket] = st
+	s.stores.Store(&next)
+	return nil
+}
+
+// release forgets bucket's store: reads and handlers stop seeing its
+// objects, and the registry drops it.
+func (s *Store[T]) release(bucket int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := (*s.stores.Load())[bucket]
+	if !ok {
+		return nil
+	}
+	next := maps.Clone(*s.stores.Load())
+	delete(next, bucket)
+	s.stores.Store(&next)
+	return errors.Join(s.informer.removeBucket(bucket), s.shards.registry.Drop(st.Key()))
+}
+
+// Informer returns the store's informer: handlers added to it get the
+// events of every bucket held, now and later.
+func (s *Store[T]) Informer() cache.SharedIndexInformer { return &s.informer }
+
+// synced reports whether bucket's store has synced.
+func (s *Store[T]) synced(bucket int) bool {
+	st, ok := (*s.stores.Load())[bucket]
+	return ok && st.HasSynced()
+}
+
+// HasSynced reports whether the store of every bucket held has synced.
+func (s *Store[T]) HasSynced() bool {
+	for _, st := range *s.stores.Load() {
+		if !st.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// WaitForSync blocks until the store of every bucket held now has synced,
+// or ctx ends.
+func (s *Store[T]) WaitForSync(ctx context.Context) error {
+	for _, st := range *s.stores.Load() {
+		if err := st.WaitForSync(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Get returns the object with the given namespace and name if it is in a
+// bucket held, else a NotFound error: objects of the buckets other replicas
+// hold are not here.
+func (s *Store[T]) Get(namespace, name string) (T, error) {
+	var zero T
+	stores := *s.stores.Load()
+	if s.shardKey == fxstore.ShardByNamespace {
+		st, ok := stores[s.shards.coordinator.Buckets().ofValue(namespace)]
+		if !ok {
+			return zero, apierrors.NewNotFound(s.shards.resource(s.key), name)
+		}
+		return st.Get(namespace, name)
+	}
+	var notSynced error
+	for _, st := range stores {
+		obj, err := st.Get(namespace, name)
+		switch {
+		case err == nil:
+			return obj, nil
+		case !apierrors.IsNotFound(err):
+			notSynced = err
+		}
+	}
+	if notSynced != nil {
+		return zero, notSynced // it may be in the bucket not synced yet
+	}
+	return zero, apierrors.NewNotFound(s.shards.resource(s.key), name)
+}
+
+// List returns the objects of the buckets held that match opts, as
+// fxstore.Store.List does.
+func (s *Store[T]) List(opts ...client.ListOption) ([]T, error) {
+	var out []T
+	for _, st := range *s.stores.Load() {
+		objs, err := st.List(opts...)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, objs...)
+	}
+	return out, nil
+}
+
+// Count returns how many objects the buckets held hold.
+func (s *Store[T]) Count() (int, error) {
+	n := 0
+	for _, st := range *s.stores.Load() {
+		c, err := st.Count()
+		if err != nil {
+			return 0, err
+		}
+		n += c
+	}
+	return n, nil
+}
+
+// ofValue returns the bucket of a shard key's value, hashed as the API
+// server hashes it.
+func (b Buckets) ofValue(value string) int {
+	// HashField always writes 16 hex digits, which parse.
+	hash, _ := strconv.ParseUint(sharding.HashField(value), 16, 64)
+	return b.OfHash(hash)
+}
+
+// bucketOfRequest returns the bucket of req's object: for a namespace
+// key, its namespace's; for a uid key, that of the object held, if any.
+func (s *Store[T]) bucketOfRequest(req reconcile.Request) (int, bool, error) {
+	buckets := s.shards.coordinator.Buckets()
+	if s.shardKey == fxstore.ShardByNamespace {
+		b := buckets.ofValue(req.Namespace)
+		_, held := (*s.stores.Load())[b]
+		return b, held, nil
+	}
+	obj, err := s.Get(req.Namespace, req.Name)
+	switch {
+	case apierrors.IsNotFound(err):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, err
+	}
+	return buckets.ofValue(string(obj.GetUID())), true, nil
+}
