@@ -245,6 +245,13 @@ func ForObject(r *Registry, example client.Object, spec Spec, opts ...Option) (*
 	return &Store[client.Object]{e: e}, nil
 }
 
+// KeyFor returns the key of the store For[T] would return for spec, or why
+// it cannot, without asking for the store.
+func KeyFor[T client.Object](r *Registry, spec Spec) (Key, error) {
+	key, _, err := r.keyFor(reflect.TypeFor[T](), spec)
+	return key, err
+}
+
 func (r *Registry) register(typ reflect.Type, spec Spec, req request) (*entry, error) {
 	key, example, err := r.keyFor(typ, spec)
 	if err != nil {
