@@ -3,17 +3,65 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync/atomic"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fxkube/fxkube/internal/testenv"
 )
 
 // The benchmarks run in the order of this file: the workload's objects are
 // created as the sizes grow, so running BenchmarkReads (at the largest size)
-// first would make the smaller sizes delete objects.
+// first would make the smaller sizes delete objects. BenchmarkOverlap runs
+// at the smallest size, first.
+
+// BenchmarkOverlap runs the overlap workload (overlap_test.go) in each
+// variant, on fxkube and on plain informers of its broadest specs only,
+// and reports informers, the pre-flight's requests and what fxkube's start
+// adds to those informers' sync. Each run is a pair of fresh processes, one
+// of each system, in turn first, so that the two see the same machine: the
+// overhead is the difference within each pair.
+func BenchmarkOverlap(b *testing.B) {
+	const n = overlapSize
+	kube := populate(b, n, &overlapExtras)
+	settle(b)
+	var pairs atomic.Int32
+	for _, v := range overlapVariants {
+		resources := v.plan().resources()
+		idle, err := testenv.ScrapeAPIRequests(b.Context(), kube.RESTClient(), resources...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		// The targets' variant runs more pairs: its overhead is the
+		// difference of two syncs, each far longer than the target.
+		pairsPerRun := 1
+		if v == overlapVariants[0] {
+			pairsPerRun = 3
+		}
+		b.Run(v.String(), func(b *testing.B) {
+			runs := make(map[string][]*childResult)
+			for b.Loop() {
+				for range pairsPerRun {
+					order := []string{fxkube, plainInformers}
+					if pairs.Add(1)%2 == 0 {
+						slices.Reverse(order)
+					}
+					for _, sys := range order {
+						waitIdle(b, kube.RESTClient(), idle, resources)
+						settle(b)
+						runs[sys] = append(runs[sys], spawn(b, childParams{System: sys, Objects: n, Overlap: &v}))
+					}
+				}
+			}
+			reportOverlap(b, n, v, runs)
+		})
+	}
+}
 
 // BenchmarkSystems runs the workload on each system, each run in a fresh
 // process, and reports what it cost: informers and API requests, time to
@@ -28,14 +76,14 @@ func BenchmarkSystems(b *testing.B) {
 			kube := populate(b, n)
 			settle(b)
 			b.Run("system=raw-list", func(b *testing.B) { benchRawList(b, n) })
-			idle, err := scrapeRequests(b.Context(), kube.RESTClient())
+			idle, err := testenv.ScrapeAPIRequests(b.Context(), kube.RESTClient(), workloadResources...)
 			if err != nil {
 				b.Fatal(err)
 			}
 			run := func(b *testing.B, p childParams, recordAs string) {
 				var runs []*childResult
 				for b.Loop() {
-					waitIdle(b, kube.RESTClient(), idle)
+					waitIdle(b, kube.RESTClient(), idle, workloadResources)
 					settle(b)
 					p.FirstVersion = nextVersion()
 					runs = append(runs, spawn(b, p))

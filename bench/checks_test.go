@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,8 +15,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fxkube/fxkube/fxstore"
 )
@@ -104,6 +110,124 @@ func TestInformersOpenOnePerConsumer(t *testing.T) {
 	defer func() { require.NoError(t, sys.stop(context.Background())) }()
 	assert.Equal(t, distinctSpecs*consumersPerSpec, sys.informers())
 	assert.Len(t, sys.(*informersSystem).stores, distinctSpecs)
+}
+
+// The overlap workload's specs select what their predicates say, in every
+// spelling, and each family's members are inside its broadest spec; the
+// kinds the workload populates are its first five.
+func TestOverlapWorkloadShape(t *testing.T) {
+	const n = 300 // every shard, team and namespace; the names specs select
+	objectsOf := map[*overlapKind]func(i int) client.Object{
+		&configMapsKind:      func(i int) client.Object { return newConfigMap(i) },
+		&secretsKind:         func(i int) client.Object { return newSecret(i) },
+		&deploymentsKind:     func(i int) client.Object { return newDeployment(i) },
+		&serviceAccountsKind: func(i int) client.Object { return newServiceAccount(i) },
+		&servicesKind:        func(i int) client.Object { return newHeadlessService(i) },
+	}
+	for k, kind := range overlapKinds {
+		_, ok := objectsOf[kind]
+		assert.Equal(t, k < 5, kind.populated, kind.gvr.Resource)
+		assert.Equal(t, ok, kind.populated, kind.gvr.Resource)
+	}
+	made := make(map[*overlapKind][]client.Object)
+	for kind, newObject := range objectsOf {
+		for i := range n {
+			made[kind] = append(made[kind], newObject(i))
+		}
+	}
+	names := make(map[string]bool)
+	for _, f := range overlapFamilies {
+		for _, s := range append([]overlapSpec{f.broadest}, f.members...) {
+			assert.False(t, names[s.name()], "%s: written twice", s.name())
+			names[s.name()] = true
+			assert.Same(t, f.broadest.kind, s.kind, s.name())
+			assert.True(t, s.metadata || !f.broadest.metadata, "%s: a metadata-only store holds no typed objects", s.name())
+			assert.Contains(t, []string{"", s.namespace}, f.broadest.namespace, s.name())
+			objs, ok := made[s.kind]
+			if !ok {
+				continue
+			}
+			fieldSel := fields.ParseSelectorOrDie(s.fields)
+			for _, spelling := range s.labels {
+				labelSel := mustSelector(spelling)
+				for i, obj := range objs {
+					fieldSet := fields.Set{"metadata.name": obj.GetName(), "metadata.namespace": obj.GetNamespace()}
+					if secret, ok := obj.(*corev1.Secret); ok {
+						fieldSet["type"] = string(secret.Type)
+					}
+					selected := (s.namespace == "" || s.namespace == obj.GetNamespace()) &&
+						labelSel.Matches(labels.Set(obj.GetLabels())) && fieldSel.Matches(fieldSet)
+					if selected != s.has(i) {
+						t.Fatalf("%s spelt %q: selects object %d: %t; its predicate says %t", s.name(), spelling, i, selected, s.has(i))
+					}
+				}
+			}
+			for i := range n {
+				if s.has(i) && !f.broadest.has(i) {
+					t.Fatalf("%s selects object %d, which its family's %s does not", s.name(), i, f.broadest.name())
+				}
+			}
+		}
+	}
+}
+
+// Every variant's fxkube app plans one informer per family, by construction
+// of the families; every other store is a view. Fewer modules make fewer
+// requests over the same broadest specs.
+func TestOverlapPlansOneInformerPerFamily(t *testing.T) {
+	for _, v := range overlapVariants {
+		t.Run(v.String(), func(t *testing.T) {
+			p := v.plan()
+			require.Len(t, p.modules, v.Modules)
+			sys, err := p.newFxkube(offline, newHarness(nil, 0))
+			require.NoError(t, err)
+			fx := sys.(*fxkubeSystem)
+			assert.Equal(t, p.requests(), fx.registry.Requests())
+			infos := make(map[fxstore.Key]fxstore.StoreInfo)
+			for _, info := range fx.registry.Stores() {
+				infos[info.Key] = info
+			}
+			assert.Len(t, infos, len(p.specs()))
+			assert.Equal(t, len(p.families), fx.informers())
+			broadest := make(map[string]bool)
+			for _, s := range p.broadest() {
+				broadest[s.name()] = true
+			}
+			for _, s := range p.specs() {
+				st, ok := fx.stores[s.name()]
+				require.True(t, ok, s.name())
+				info := infos[st.(interface{ Key() fxstore.Key }).Key()]
+				assert.Equal(t, broadest[s.name()], info.ViewOf == nil, "%s: view of %v", s.name(), info.ViewOf)
+			}
+		})
+	}
+	fifty, five := overlapVariants[0].plan(), overlapVariants[1].plan()
+	assert.Equal(t, len(fifty.families), len(five.families))
+	assert.Equal(t, fifty.accessTargets(), five.accessTargets())
+	assert.Greater(t, fifty.requests(), 5*five.requests(), "many more requests")
+	assert.Greater(t, overlapVariants[2].plan().accessTargets(), fifty.accessTargets(), "more resources")
+}
+
+func TestRequestClass(t *testing.T) {
+	tests := []struct {
+		method, url string
+		want        string
+	}{
+		{"GET", "/api", sentDiscovery},
+		{"GET", "/apis", sentDiscovery},
+		{"GET", "/api/v1", sentDiscovery},
+		{"GET", "/apis/apps/v1", sentDiscovery},
+		{"POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", sentAccessReview},
+		{"POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", sentIdentityCheck},
+		{"GET", "/api/v1/configmaps?labelSelector=app%3Dx&watch=true&sendInitialEvents=true", sentWatch},
+		{"GET", "/apis/apps/v1/namespaces/a/deployments?limit=500", sentRead},
+		{"PATCH", "/api/v1/namespaces/a/configmaps/b", sentOther},
+	}
+	for _, tt := range tests {
+		req := httptest.NewRequest(tt.method, tt.url, nil)
+		assert.Equal(t, tt.want, requestClass(req), "%s %s", tt.method, tt.url)
+	}
+	assert.Equal(t, 3, preflight(map[string]int{sentDiscovery: 1, sentAccessReview: 2, sentWatch: 5}))
 }
 
 func TestTracker(t *testing.T) {
@@ -225,6 +349,23 @@ func TestTable(t *testing.T) {
 	record(three(fxkube), mHeapInuse, 12)
 	record(three(controllerRuntime), mHeapInuse, 30)
 
+	// The overlap workload, two variants: the first the targets are for.
+	over := func(v overlapVariant, sys string) string { return overlapName(v, sys) }
+	fifty, five := overlapVariants[0], overlapVariants[1]
+	broadest, targets := len(fifty.plan().families), fifty.plan().accessTargets()
+	for _, v := range []overlapVariant{fifty, five} {
+		record(over(v, fxkube), mSynced, 300)
+		record(over(v, fxkube), mInformers, float64(broadest))
+		record(over(v, plainInformers), mInformers, float64(broadest))
+		record(over(v, fxkube), mAccessReviews, float64(2*targets))
+	}
+	record(over(fifty, fxkube), mDiscovery, 2)
+	record(over(five, fxkube), mDiscovery, 1) // fewer than aggregated discovery takes: missed
+	record(over(fifty, fxkube), mOverhead, 30, 70, 40)
+	record(over(fifty, fxkube), mCPUOverhead, 90)
+	record(over(fifty, fxkube), mStartup, 330)
+	record(over(fifty, plainInformers), mStartup, 300)
+
 	var out bytes.Buffer
 	r.print(&out)
 	sections := tableRows(out.String())
@@ -252,5 +393,15 @@ func TestTable(t *testing.T) {
 	assert.Equal(t, "**NO**", row(threeOps, "WATCH requests open at the API server")[6])
 	assert.Equal(t, []string{"12.0", "30.0", "", "0.400×", "", "≤ 0.40× cr", "yes"}, row(threeOps, "heap in use after sync + GC (MiB)"))
 	assert.NotContains(t, sections[threeOps], "burst: reconciles/s draining the queue", "three operators run no burst")
+	overFifty, overFive := overlapTitle(n, fifty), overlapTitle(n, five)
+	assert.Equal(t, []string{strconv.Itoa(broadest), "", strconv.Itoa(broadest), "", "1.000×", fmt.Sprintf("= %d broadest specs", broadest), "yes"},
+		row(overFifty, "informers run"))
+	assert.Equal(t, "yes", row(overFifty, "SelfSubjectAccessReviews")[6])
+	assert.Equal(t, []string{"2", "", "", "", "", fmt.Sprintf("2 to %d (1 + informers)", 1+broadest), "yes"}, row(overFifty, "discovery"))
+	assert.Equal(t, "**NO**", row(overFive, "discovery")[6])
+	assert.Equal(t, []string{"40.0", "", "", "", "", "< 50 ms", "yes"}, row(overFifty, "fxkube: beyond the sync = build + Start − slowest informer (ms)"))
+	assert.Equal(t, "1.100×", row(overFifty, "build → controllers may start (ms)")[4])
+	assert.Equal(t, "90.0", row(overFifty, "fxkube's CPU − informers', by pair (ms)")[0])
+	assert.NotContains(t, sections, overlapTitle(n, overlapVariants[2]), "a variant not run has no section")
 	assert.Contains(t, out.String(), "median of 3 run(s)")
 }

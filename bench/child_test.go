@@ -75,9 +75,11 @@ type childParams struct {
 	// Operators, when set, runs that many kubebuilder-style operators (the
 	// hosting workload) instead of the shared workload.
 	Operators int `json:"operators,omitempty"`
-	Objects   int `json:"objects"`
-	Burst     int `json:"burst"`  // ConfigMaps updated per round
-	Rounds    int `json:"rounds"` // rounds of updates; none: no burst
+	// Overlap, when set, runs the overlap workload of that variant.
+	Overlap *overlapVariant `json:"overlap,omitempty"`
+	Objects int             `json:"objects"`
+	Burst   int             `json:"burst"`  // ConfigMaps updated per round
+	Rounds  int             `json:"rounds"` // rounds of updates; none: no burst
 	// FirstVersion is the version the first round sets, the next rounds
 	// counting up; no earlier run may have set it.
 	FirstVersion int32 `json:"firstVersion"`
@@ -85,6 +87,9 @@ type childParams struct {
 
 // profile names the profile of p's run of a kind ("cpu", "heap").
 func (p childParams) profile(kind string) string {
+	if p.Overlap != nil {
+		return fmt.Sprintf("%s-%d-overlap-%d-%d.%s", p.System, p.Objects, p.Overlap.Modules, p.Overlap.Kinds, kind)
+	}
 	if p.Operators > 0 {
 		return fmt.Sprintf("%s-%d-operators-%d.%s", p.System, p.Objects, p.Operators, kind)
 	}
@@ -92,7 +97,10 @@ func (p childParams) profile(kind string) string {
 }
 
 func (p childParams) workload() workload {
-	if p.Operators > 0 {
+	switch {
+	case p.Overlap != nil:
+		return p.Overlap.workload(p.System)
+	case p.Operators > 0:
 		return hosting(p.Operators)
 	}
 	return shared
@@ -102,8 +110,10 @@ func (p childParams) workload() workload {
 type childResult struct {
 	Informers   int                      `json:"informers"` // as the system counts them
 	Requests    testenv.APIRequests      `json:"requests"`  // from its start to its initial reconciles done
+	Sent        map[string]int           `json:"sent"`      // requests the system sent until then, by requestClass
 	Build       time.Duration            `json:"build"`     // constructing the system
 	Synced      time.Duration            `json:"synced"`    // start until every store synced
+	SyncCPU     time.Duration            `json:"syncCPU"`   // CPU the process used from build until then
 	Ready       time.Duration            `json:"ready"`     // start until every controller reconciled once
 	Reconciled  time.Duration            `json:"reconciled"`
 	HeapInuse   int64                    `json:"heapInuse"` // after the initial reconciles and GC, above the baseline
@@ -204,14 +214,17 @@ func measure(ctx context.Context, p childParams) (*childResult, error) {
 		t.expect(anyVersion, t.module.primary.count(p.Objects))
 	}
 	res := &childResult{}
-	before, err := scrapeRequests(ctx, kube.RESTClient())
+	before, err := testenv.ScrapeAPIRequests(ctx, kube.RESTClient(), w.resources...)
 	if err != nil {
 		return nil, err
 	}
+	sent := &requestCounter{}
+	sysCfg := rest.CopyConfig(cfg)
+	sysCfg.Wrap(sent.wrap)
 
 	baseInuse, baseAlloc := heapNow()
-	began := time.Now()
-	sys, err := newSys(rest.CopyConfig(cfg), h)
+	began, cpu := time.Now(), processCPU()
+	sys, err := newSys(sysCfg, h)
 	if err != nil {
 		return nil, fmt.Errorf("build: %w", err)
 	}
@@ -236,7 +249,7 @@ func measure(ctx context.Context, p childParams) (*childResult, error) {
 	if err := poll(ctx, "wait for stores to sync", pollEvery, sys.synced); err != nil {
 		return nil, err
 	}
-	res.Synced = time.Since(began)
+	res.Synced, res.SyncCPU = time.Since(began), processCPU()-cpu
 	stopCPUProfile()
 	for _, t := range h.trackers {
 		if err := t.waitDone(ctx); err != nil {
@@ -260,11 +273,11 @@ func measure(ctx context.Context, p childParams) (*childResult, error) {
 	if err := checkCounts(res.Counts, w.stores(p.Objects)); err != nil {
 		return nil, err
 	}
-	after, err := scrapeRequests(ctx, kube.RESTClient())
+	after, err := testenv.ScrapeAPIRequests(ctx, kube.RESTClient(), w.resources...)
 	if err != nil {
 		return nil, err
 	}
-	res.Requests = after.Minus(before)
+	res.Requests, res.Sent = after.Minus(before), sent.counts()
 	if res.Details, err = sys.details(ctx); err != nil {
 		return nil, err
 	}
@@ -410,13 +423,14 @@ func spawn(b *testing.B, p childParams) *childResult {
 }
 
 // waitIdle waits until the API server has closed the watches of earlier
-// children, so the next one's counts start from a quiet server.
-func waitIdle(b *testing.B, rc rest.Interface, idle testenv.APIRequests) {
+// children on resources, so the next one's counts start from a quiet
+// server.
+func waitIdle(b *testing.B, rc rest.Interface, idle testenv.APIRequests, resources []string) {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(b.Context(), time.Minute)
 	defer cancel()
 	err := poll(ctx, "wait for earlier watches to close", 50*time.Millisecond, func() (bool, error) {
-		now, err := scrapeRequests(ctx, rc)
+		now, err := testenv.ScrapeAPIRequests(ctx, rc, resources...)
 		return err == nil && now.OpenWatches <= idle.OpenWatches, err
 	})
 	if err != nil && !errors.Is(err, context.Canceled) {

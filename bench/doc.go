@@ -13,6 +13,11 @@
 // fxcontroller.SetupWithManager, then three of them in one process (three
 // managers against one app).
 //
+// BenchmarkOverlap runs the overlap workload: 50 (or 5) modules asking for
+// overlapping specs on 5 (or 8) kinds, on fxkube and on plain informers of
+// only the specs no other covers, and reports informers, the requests of
+// fxkube's pre-flight and what its start adds to those informers' sync.
+//
 // Each system runs in a fresh subprocess (the test binary re-executed), so
 // its heap, connections and start-up are measured from a clean slate and one
 // system's garbage never counts against another. Store reads (Get, List) are

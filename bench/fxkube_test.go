@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"maps"
 	"sync"
 	"time"
 
@@ -30,6 +31,7 @@ type fxkubeSystem struct {
 	marks    *markCore
 
 	startedAt time.Time
+	startCPU  time.Duration // the process's CPU time at startedAt
 	started   chan struct{} // closed when app.Start has returned
 	startErr  error
 	startTook time.Duration
@@ -131,7 +133,7 @@ func fxkubeModule(m module, h *harness, seen map[string]store) fx.Option {
 
 func (s *fxkubeSystem) start(ctx context.Context) {
 	s.started = make(chan struct{})
-	s.startedAt = time.Now()
+	s.startedAt, s.startCPU = time.Now(), processCPU()
 	go func() {
 		defer close(s.started)
 		s.startErr = s.app.Start(ctx)
@@ -181,7 +183,8 @@ func (s *fxkubeSystem) informers() int {
 // details breaks fxkube's start down: fx.Start until the stores were bound
 // and started (discovery and access reviews), until all had synced (as
 // lifecycle logged it), and until Start returned with the controllers
-// running; and the longest informer sync, from informer start to synced.
+// running; the longest informer sync, from informer start to synced; and
+// the CPU the process used from fx.Start until each logged mark.
 func (s *fxkubeSystem) details(ctx context.Context) (map[string]time.Duration, error) {
 	select {
 	case <-s.started:
@@ -192,8 +195,10 @@ func (s *fxkubeSystem) details(ctx context.Context) (map[string]time.Duration, e
 		return nil, ctx.Err()
 	}
 	d := map[string]time.Duration{"start returned": s.startTook}
-	for msg, at := range s.marks.times() {
-		d[msg] = at.Sub(s.startedAt)
+	at, cpu := s.marks.times()
+	for msg := range at {
+		d[msg] = at[msg].Sub(s.startedAt)
+		d[msg+" cpu"] = cpu[msg] - s.startCPU
 	}
 	for _, info := range s.registry.Stores() {
 		d["slowest informer sync"] = max(d["slowest informer sync"], info.Status.SyncDuration)
@@ -204,15 +209,17 @@ func (s *fxkubeSystem) details(ctx context.Context) (map[string]time.Duration, e
 func (s *fxkubeSystem) stop(ctx context.Context) error { return s.app.Stop(ctx) }
 
 // markCore is a zap core that only notes when messages of interest were
-// logged, so that timing fxkube's start-up costs no memory for logs.
+// logged, and the process's CPU time then, so that timing fxkube's start-up
+// costs no memory for logs.
 type markCore struct {
 	messages map[string]bool
 	mu       sync.Mutex
 	at       map[string]time.Time
+	cpu      map[string]time.Duration
 }
 
 func newMarkCore(messages ...string) *markCore {
-	c := &markCore{messages: make(map[string]bool), at: make(map[string]time.Time)}
+	c := &markCore{messages: make(map[string]bool), at: make(map[string]time.Time), cpu: make(map[string]time.Duration)}
 	for _, m := range messages {
 		c.messages[m] = true
 	}
@@ -231,18 +238,16 @@ func (c *markCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.Che
 }
 
 func (c *markCore) Write(e zapcore.Entry, _ []zapcore.Field) error {
+	cpu := processCPU()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.at[e.Message] = e.Time
+	c.at[e.Message], c.cpu[e.Message] = e.Time, cpu
 	return nil
 }
 
-func (c *markCore) times() map[string]time.Time {
+// times returns when each message was logged, and the CPU time then.
+func (c *markCore) times() (map[string]time.Time, map[string]time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make(map[string]time.Time, len(c.at))
-	for k, v := range c.at {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(c.at), maps.Clone(c.cpu)
 }

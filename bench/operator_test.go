@@ -43,6 +43,7 @@ func hosting(k int) workload {
 			fxkube:            newHostedFxkube,
 			controllerRuntime: newManagers,
 		},
+		resources: workloadResources,
 	}
 }
 

@@ -35,7 +35,7 @@ const (
 )
 
 // objects is the workload's objects in the control plane of this run.
-var objects population
+var objects = population{kinds: workloadKinds}
 
 // burstVersions hands each child versions to set that no other child set.
 var burstVersions atomic.Int32
@@ -50,15 +50,19 @@ func adminConfig(b *testing.B) *rest.Config {
 	return cfg
 }
 
-func populate(b *testing.B, n int) *kubernetes.Clientset {
+// populate makes the cluster hold n objects of each kind of the shared
+// workload, and of the kinds of more populations.
+func populate(b *testing.B, n int, more ...*population) *kubernetes.Clientset {
 	b.Helper()
 	kube, err := kubernetes.NewForConfig(adminConfig(b))
 	if err != nil {
 		b.Fatal(err)
 	}
 	began := time.Now()
-	if err := objects.ensure(b.Context(), kube, n); err != nil {
-		b.Fatal(err)
+	for _, p := range append([]*population{&objects}, more...) {
+		if err := p.ensure(b.Context(), kube, n); err != nil {
+			b.Fatal(err)
+		}
 	}
 	if d := time.Since(began); d > time.Second {
 		b.Logf("made the cluster hold %d objects of each kind in %s", n, d.Round(time.Millisecond))
@@ -69,6 +73,15 @@ func populate(b *testing.B, n int) *kubernetes.Clientset {
 // reportSystem reports the mean of the runs of one benchmark invocation and
 // records it for the table.
 func reportSystem(b *testing.B, n int, sys string, runs []*childResult) {
+	b.ReportMetric(0, "ns/op")
+	for name, v := range systemMetrics(runs) {
+		b.ReportMetric(v, name)
+		results.record(n, sys, name, v)
+	}
+}
+
+// systemMetrics are the means of what the runs of one system measured.
+func systemMetrics(runs []*childResult) map[string]float64 {
 	mean := func(f func(*childResult) float64) float64 {
 		var sum float64
 		for _, r := range runs {
@@ -76,19 +89,22 @@ func reportSystem(b *testing.B, n int, sys string, runs []*childResult) {
 		}
 		return sum / float64(len(runs))
 	}
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	const mib = 1 << 20
 	metrics := map[string]float64{
-		mInformers:    mean(func(r *childResult) float64 { return float64(r.Informers) }),
-		mOpenWatches:  mean(func(r *childResult) float64 { return r.Requests.OpenWatches }),
-		mLists:        mean(func(r *childResult) float64 { return r.Requests.Lists }),
-		mEndedWatches: mean(func(r *childResult) float64 { return r.Requests.Watches }),
-		mBuild:        mean(func(r *childResult) float64 { return ms(r.Build) }),
-		mSynced:       mean(func(r *childResult) float64 { return ms(r.Synced) }),
-		mReady:        mean(func(r *childResult) float64 { return ms(r.Ready) }),
-		mReconciled:   mean(func(r *childResult) float64 { return ms(r.Reconciled) }),
-		mHeapInuse:    mean(func(r *childResult) float64 { return float64(r.HeapInuse) / mib }),
-		mHeapAlloc:    mean(func(r *childResult) float64 { return float64(r.HeapAlloc) / mib }),
+		mInformers:     mean(func(r *childResult) float64 { return float64(r.Informers) }),
+		mOpenWatches:   mean(func(r *childResult) float64 { return r.Requests.OpenWatches }),
+		mLists:         mean(func(r *childResult) float64 { return r.Requests.Lists }),
+		mEndedWatches:  mean(func(r *childResult) float64 { return r.Requests.Watches }),
+		mBuild:         mean(func(r *childResult) float64 { return ms(r.Build) }),
+		mSynced:        mean(func(r *childResult) float64 { return ms(r.Synced) }),
+		mSyncCPU:       mean(func(r *childResult) float64 { return ms(r.SyncCPU) }),
+		mReady:         mean(func(r *childResult) float64 { return ms(r.Ready) }),
+		mReconciled:    mean(func(r *childResult) float64 { return ms(r.Reconciled) }),
+		mHeapInuse:     mean(func(r *childResult) float64 { return float64(r.HeapInuse) / mib }),
+		mHeapAlloc:     mean(func(r *childResult) float64 { return float64(r.HeapAlloc) / mib }),
+		mPreflightSent: mean(func(r *childResult) float64 { return float64(preflight(r.Sent)) }),
+		mAccessReviews: mean(func(r *childResult) float64 { return float64(r.Sent[sentAccessReview]) }),
+		mDiscovery:     mean(func(r *childResult) float64 { return float64(r.Sent[sentDiscovery]) }),
 	}
 	if runs[0].Updates > 0 {
 		metrics[mThroughput] = mean(func(r *childResult) float64 { return float64(r.Reconciles) / r.BurstDrain.Seconds() })
@@ -107,16 +123,66 @@ func reportSystem(b *testing.B, n int, sys string, runs []*childResult) {
 			return ms(r.Build + r.Details["start returned"] - r.Details["slowest informer sync"])
 		})
 	}
+	return metrics
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// startup is the time from building a system until its controllers may
+// start: fxkube's Start returning, or every store synced.
+func startup(r *childResult) time.Duration {
+	if d, ok := r.Details["start returned"]; ok {
+		return r.Build + d
+	}
+	return r.Build + r.Synced
+}
+
+// overlapReported are the metrics of the overlap workload shown on the
+// benchmark's line, by system; the table has them all.
+var overlapReported = []string{mInformers, mOpenWatches, mPreflightSent, mAccessReviews, mDiscovery, mBuild, mSynced, mStartup, mSyncCPU, mHeapInuse}
+
+// reportOverlap records the runs of the overlap workload's variant v, by
+// system, and what fxkube's start-up took beyond the plain informers':
+// the medians, over the pairs of runs, of the differences within each pair
+// in time until controllers may start and in CPU used until synced.
+func reportOverlap(b *testing.B, n int, v overlapVariant, runs map[string][]*childResult) {
 	b.ReportMetric(0, "ns/op")
-	for name, v := range metrics {
-		b.ReportMetric(v, name)
-		results.record(n, sys, name, v)
+	for sys, rs := range runs {
+		metrics := systemMetrics(rs)
+		var sum float64
+		for _, r := range rs {
+			sum += ms(startup(r))
+		}
+		metrics[mStartup] = sum / float64(len(rs))
+		for name, x := range metrics {
+			results.record(n, overlapName(v, sys), name, x)
+		}
+		for _, name := range overlapReported {
+			b.ReportMetric(metrics[name], sys+":"+name)
+		}
+		if sys == fxkube {
+			b.ReportMetric(metrics[mOverhead], mOverhead)
+		}
+	}
+	fx, base := runs[fxkube], runs[plainInformers]
+	wall, cpu := make([]float64, len(fx)), make([]float64, len(fx))
+	for i := range fx {
+		wall[i], cpu[i] = ms(startup(fx[i])-startup(base[i])), ms(fx[i].SyncCPU-base[i].SyncCPU)
+		d := fx[i].Details
+		b.Logf("pair %d: fxkube %.0f ms (build %.1f, Start %.0f: bound %.1f, slowest informer %.0f; beyond the sync %.1f; CPU %.0f ms), informers %.0f ms (CPU %.0f ms)",
+			i+1, ms(startup(fx[i])), ms(fx[i].Build), ms(d["start returned"]), ms(d["stores started"]), ms(d["slowest informer sync"]),
+			ms(startup(fx[i])-d["slowest informer sync"]), ms(fx[i].SyncCPU), ms(startup(base[i])), ms(base[i].SyncCPU))
+	}
+	for name, diffs := range map[string][]float64{mStartupOverhead: wall, mCPUOverhead: cpu} {
+		results.record(n, overlapName(v, fxkube), name, median(diffs))
+		b.ReportMetric(median(diffs), name)
 	}
 }
 
 // fxkubeDetails maps fxkube's start-up timings to their metrics.
 var fxkubeDetails = map[string]string{
 	"stores started":        mPreflight,
+	"stores started cpu":    mPreflightCPU,
 	"all stores synced":     mSyncLogged,
 	"start returned":        mStartReturned,
 	"slowest informer sync": mInformerSync,

@@ -43,6 +43,15 @@ const (
 	mRawSlowest    = "slowest-list-ms"
 	mRawSum        = "sequential-lists-ms"
 	mRawTogether   = "concurrent-lists-ms"
+	// The overlap workload's.
+	mPreflightSent   = "preflight-requests"
+	mAccessReviews   = "access-reviews"
+	mDiscovery       = "discovery-requests"
+	mStartup         = "startup-ms"          // build until controllers may start
+	mSyncCPU         = "sync-cpu-ms"         // CPU used from build until every store synced
+	mPreflightCPU    = "preflight-cpu-ms"    // fxkube: CPU used from Start until the stores were bound
+	mCPUOverhead     = "cpu-overhead-ms"     // fxkube's sync CPU less plain informers', by pair
+	mStartupOverhead = "startup-overhead-ms" // fxkube's startup less plain informers', by pair
 )
 
 // recorder keeps every value the benchmarks measured, one per run (-count),
@@ -74,14 +83,20 @@ func (r *recorder) record(objects int, system, metric string, v float64) {
 func (r *recorder) median(objects int, system, metric string) (float64, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	vs := slices.Sorted(slices.Values(r.samples[sampleKey{objects, system, metric}]))
+	vs := r.samples[sampleKey{objects, system, metric}]
+	return median(vs), len(vs) > 0
+}
+
+// median returns the median of vs; 0 if there are none.
+func median(vs []float64) float64 {
+	vs = slices.Sorted(slices.Values(vs))
 	switch {
 	case len(vs) == 0:
-		return 0, false
+		return 0
 	case len(vs)%2 == 1:
-		return vs[len(vs)/2], true
+		return vs[len(vs)/2]
 	default:
-		return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2, true
+		return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
 	}
 }
 
@@ -276,6 +291,67 @@ func hostingTitle(n, k int) string {
 	return fmt.Sprintf("N = %d, %d operators in one process: hosted on one fxkube app vs %d ctrl.NewManager (cr)", n, k, k)
 }
 
+// overlapRows are the rows of the overlap workload's variant v: its fxkube
+// runs in the fxkube column, the plain informers of its broadest specs in
+// the informers column.
+func (r *recorder) overlapRows(n int, v overlapVariant) []row {
+	m := func(metric string) value {
+		return func(sys string) (float64, bool) {
+			if sys == controllerRuntime {
+				return 0, false
+			}
+			return r.median(n, overlapName(v, sys), metric)
+		}
+	}
+	fx := func(metric string) value { return only(fxkube, m(metric)) }
+	p := v.plan()
+	broadest, targets := len(p.families), p.accessTargets()
+	oneEach := func(v value) (bool, bool) {
+		f, ok1 := v(fxkube)
+		i, ok2 := v(plainInformers)
+		return f == float64(broadest) && i == float64(broadest), ok1 && ok2
+	}
+	// Discovery is controller-runtime's REST mapper's: /api and /apis
+	// (aggregated discovery), and a group version again for each store
+	// bound while those were on their way.
+	discovery := row{label: "  discovery", value: fx(mDiscovery),
+		target: fmt.Sprintf("2 to %d (1 + informers)", 1+broadest),
+		met:    func(val value) (bool, bool) { d, ok := val(fxkube); return d >= 2 && d <= float64(1+broadest), ok }}
+	return []row{
+		{label: "informers run", value: m(mInformers), ratios: true,
+			target: fmt.Sprintf("= %d broadest specs", broadest), met: oneEach},
+		{label: "WATCH requests open at the API server", value: m(mOpenWatches), ratios: true,
+			target: fmt.Sprintf("= %d", broadest), met: oneEach},
+		{label: "WATCH requests ended (watches re-opened)", value: m(mEndedWatches)},
+		{label: "pre-flight requests sent", value: m(mPreflightSent)},
+		{label: "  SelfSubjectAccessReviews", value: fx(mAccessReviews),
+			target: fmt.Sprintf("= 2 × %d (resource, namespace)", targets),
+			met:    func(val value) (bool, bool) { a, ok := val(fxkube); return a == float64(2*targets), ok }},
+		discovery,
+		{label: "build the system, no I/O (ms)", value: m(mBuild), decimals: 1},
+		{label: "start → every store synced (ms)", value: m(mSynced), ratios: true},
+		{label: "fxkube: Start → stores bound (planning, discovery, access review) (ms)", value: fx(mPreflight), decimals: 1},
+		{label: "fxkube: slowest informer, its start → synced (ms)", value: fx(mInformerSync)},
+		{label: "fxkube: Start returned, controllers running (ms)", value: fx(mStartReturned)},
+		{label: "fxkube: beyond the sync = build + Start − slowest informer (ms)", value: fx(mOverhead), decimals: 1,
+			target: "< 50 ms", met: func(val value) (bool, bool) { o, ok := val(fxkube); return o < 50, ok }},
+		{label: "CPU used, build → every store synced (ms)", value: m(mSyncCPU), ratios: true},
+		{label: "  fxkube's CPU − informers', by pair (ms)", value: fx(mCPUOverhead), decimals: 1},
+		{label: "  fxkube: of which Start → stores bound (ms)", value: fx(mPreflightCPU), decimals: 1},
+		{label: "build → controllers may start (ms)", value: m(mStartup), ratios: true},
+		{label: "  fxkube's time − informers', by pair (ms)", value: fx(mStartupOverhead), decimals: 1},
+		{label: "heap in use after sync + GC (MiB)", value: m(mHeapInuse), decimals: 1, ratios: true},
+		{label: "heap allocated after sync + GC (MiB)", value: m(mHeapAlloc), decimals: 1, ratios: true},
+	}
+}
+
+// overlapTitle heads the section of the overlap workload's variant v.
+func overlapTitle(n int, v overlapVariant) string {
+	p := v.plan()
+	return fmt.Sprintf("N = %d, overlap: %d modules on %d kinds, %d requests → %d specs → %d broadest specs on %d (resource, namespace)",
+		n, v.Modules, v.Kinds, p.requests(), len(p.specs()), len(p.families), p.accessTargets())
+}
+
 // readOps are the store reads benchmarked, by the name recorded.
 var readOps = []struct {
 	name  string
@@ -339,6 +415,7 @@ func (r *recorder) print(out io.Writer) {
 	fmt.Fprintf(out, "workload: %d modules × %d specs (ConfigMaps in 3 label-selector variants, Secrets, Deployments), %d consumers per spec; N objects of each kind\n",
 		len(modules), distinctSpecs, consumersPerSpec)
 	fmt.Fprintf(out, "hosting workload: k kubebuilder-style operators (For ConfigMaps, Owns Secrets, a Secret field index), each reconciling every ConfigMap; burst with one operator only\n")
+	fmt.Fprintf(out, "overlap workload: modules asking for overlapping specs, no controllers (bench/overlap_test.go); its informers column: one plain informer per broadest spec\n")
 	fmt.Fprintf(out, "machine: %s; load average %s at the start, %s at the end\nversions: %s\n\n",
 		machine(), r.loadAtStart, loadAverage(), versions())
 
@@ -386,6 +463,13 @@ func (r *recorder) print(out io.Writer) {
 		for _, k := range operatorCounts {
 			if _, ok := r.median(n, hostedName(k, fxkube), mSynced); ok {
 				section(hostingTitle(n, k), r.hostingRows(n, k))
+			}
+		}
+	}
+	for _, n := range sizes {
+		for _, v := range overlapVariants {
+			if _, ok := r.median(n, overlapName(v, fxkube), mSynced); ok {
+				section(overlapTitle(n, v), r.overlapRows(n, v))
 			}
 		}
 	}

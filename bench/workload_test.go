@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+	typedappsv1 "k8s.io/client-go/kubernetes/typed/apps/v1"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -83,15 +85,16 @@ const (
 
 // workload is what a child's system runs and is checked against: the
 // controllers the harness follows, what each store must hold once synced,
-// and the systems that run it.
+// the systems that run it and the resources they watch.
 type workload struct {
 	controllers []module
 	stores      func(n int) map[string]int // objects by spec, given n of each kind
 	systems     map[string]func(*rest.Config, *harness) (system, error)
+	resources   []string // what the stores list and watch, as the API server's metrics name them
 }
 
 // shared is the workload above, on the three systems.
-var shared = workload{controllers: modules, stores: sharedStores, systems: newSystem}
+var shared = workload{controllers: modules, stores: sharedStores, systems: newSystem, resources: workloadResources}
 
 func sharedStores(n int) map[string]int {
 	want := map[string]int{"secrets": n, "deployments": n}
@@ -198,10 +201,58 @@ func newDeployment(i int) *appsv1.Deployment {
 	}
 }
 
-// population keeps the workload's objects in the cluster: n of each kind.
+// population keeps objects of some kinds in the cluster: n of each.
 type population struct {
+	kinds   []objectKind
 	mu      sync.Mutex
 	created int
+}
+
+// objectKind makes and removes the objects of one kind, by index.
+type objectKind struct{ create, delete objectOp }
+
+// objectOp makes or removes the object with index i.
+type objectOp func(ctx context.Context, kube kubernetes.Interface, i int) error
+
+// createDeleter is what objectKindOf needs of a typed client-go client.
+type createDeleter[T any] interface {
+	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// objectKindOf is the kind whose object i is newObject(i), written through
+// client's client for its namespace; creating what exists and deleting what
+// does not are no errors.
+func objectKindOf[T any, C createDeleter[T]](client func(kube kubernetes.Interface, namespace string) C, newObject func(int) T) objectKind {
+	return objectKind{
+		create: func(ctx context.Context, kube kubernetes.Interface, i int) error {
+			_, err := client(kube, namespaceOf(i)).Create(ctx, newObject(i), metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				return nil
+			}
+			return err
+		},
+		delete: func(ctx context.Context, kube kubernetes.Interface, i int) error {
+			err := client(kube, namespaceOf(i)).Delete(ctx, nameOf(i), metav1.DeleteOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return err
+		},
+	}
+}
+
+// workloadKinds are the kinds of the shared workload.
+var workloadKinds = []objectKind{
+	objectKindOf(func(kube kubernetes.Interface, ns string) typedcorev1.ConfigMapInterface {
+		return kube.CoreV1().ConfigMaps(ns)
+	}, newConfigMap),
+	objectKindOf(func(kube kubernetes.Interface, ns string) typedcorev1.SecretInterface {
+		return kube.CoreV1().Secrets(ns)
+	}, newSecret),
+	objectKindOf(func(kube kubernetes.Interface, ns string) typedappsv1.DeploymentInterface {
+		return kube.AppsV1().Deployments(ns)
+	}, newDeployment),
 }
 
 // createWorkers is how many goroutines create objects; enough to keep the
@@ -221,30 +272,17 @@ func (p *population) ensure(ctx context.Context, kube kubernetes.Interface, n in
 			}
 		}
 	}
-	ignore := func(err error, ok func(error) bool) error {
-		if err != nil && !ok(err) {
-			return err
+	from, to, op := p.created, n, func(k objectKind) objectOp { return k.create }
+	if n < p.created {
+		from, to, op = n, p.created, func(k objectKind) objectOp { return k.delete }
+	}
+	err := parallel(ctx, from, to, createWorkers, func(ctx context.Context, i int) error {
+		errs := make([]error, len(p.kinds))
+		for k, kind := range p.kinds {
+			errs[k] = op(kind)(ctx, kube, i)
 		}
-		return nil
-	}
-	var err error
-	switch {
-	case n > p.created:
-		err = parallel(ctx, p.created, n, createWorkers, func(ctx context.Context, i int) error {
-			_, err1 := kube.CoreV1().ConfigMaps(namespaceOf(i)).Create(ctx, newConfigMap(i), metav1.CreateOptions{})
-			_, err2 := kube.CoreV1().Secrets(namespaceOf(i)).Create(ctx, newSecret(i), metav1.CreateOptions{})
-			_, err3 := kube.AppsV1().Deployments(namespaceOf(i)).Create(ctx, newDeployment(i), metav1.CreateOptions{})
-			return errors.Join(ignore(err1, apierrors.IsAlreadyExists), ignore(err2, apierrors.IsAlreadyExists), ignore(err3, apierrors.IsAlreadyExists))
-		})
-	case n < p.created:
-		err = parallel(ctx, n, p.created, createWorkers, func(ctx context.Context, i int) error {
-			ns, name := namespaceOf(i), nameOf(i)
-			return errors.Join(
-				ignore(kube.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{}), apierrors.IsNotFound),
-				ignore(kube.CoreV1().Secrets(ns).Delete(ctx, name, metav1.DeleteOptions{}), apierrors.IsNotFound),
-				ignore(kube.AppsV1().Deployments(ns).Delete(ctx, name, metav1.DeleteOptions{}), apierrors.IsNotFound))
-		})
-	}
+		return errors.Join(errs...)
+	})
 	if err != nil {
 		return fmt.Errorf("make %d objects of each kind, from %d: %w", n, p.created, err)
 	}
