@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"strings"
 
 	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/fxkube/fxkube/internal/grace"
+	"github.com/fxkube/fxkube/internal/podnamespace"
 )
 
 // elect campaigns for the Lease in the background. Runnables that need
@@ -91,8 +90,6 @@ func (r *runner) elect() error {
 	return nil
 }
 
-// inClusterNamespacePath is where Kubernetes mounts the namespace of a pod's
-// service account; controller-runtime's leader election reads it too.
 // resolveLease checks the Lease's name and defaults its namespace, before
 // the app does any work, so that a missing setting fails start at once.
 func (r *runner) resolveLease() error {
@@ -100,7 +97,7 @@ func (r *runner) resolveLease() error {
 	if le.Name == "" {
 		return errors.New("leader election needs a lease name; set --leader-election-id")
 	}
-	ns, err := leaseNamespace(le.Namespace, inClusterNamespacePath)
+	ns, err := podnamespace.Default(le.Namespace, podnamespace.Path, "leader election", "leader-election-namespace")
 	if err != nil {
 		return err
 	}
@@ -108,24 +105,3 @@ func (r *runner) resolveLease() error {
 	return nil
 }
 
-const inClusterNamespacePath = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
-// leaseNamespace returns namespace or, when it is empty, the pod's namespace
-// read from path, as controller-runtime's leader election defaults it.
-func leaseNamespace(namespace, path string) (string, error) {
-	if namespace != "" {
-		return namespace, nil
-	}
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", errors.New("leader election needs the Lease's namespace, and the app runs outside a cluster (no pod namespace to default to): set --leader-election-namespace")
-	}
-	if err != nil {
-		return "", fmt.Errorf("read the pod's namespace for the leader Lease (or set --leader-election-namespace): %w", err)
-	}
-	ns := strings.TrimSpace(string(b))
-	if ns == "" {
-		return "", fmt.Errorf("%s is empty: set --leader-election-namespace", path)
-	}
-	return ns, nil
-}

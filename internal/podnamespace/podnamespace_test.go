@@ -1,4 +1,4 @@
-package lifecycle
+package podnamespace
 
 import (
 	"os"
@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestLeaseNamespaceDefaultsToThePods(t *testing.T) {
+func TestDefaultIsThePods(t *testing.T) {
 	dir := t.TempDir()
 	inCluster := filepath.Join(dir, "namespace")
 	require.NoError(t, os.WriteFile(inCluster, []byte("ops\n"), 0o600))
@@ -25,13 +25,13 @@ func TestLeaseNamespaceDefaultsToThePods(t *testing.T) {
 	}{
 		{name: "given", give: "team", path: inCluster, want: "team"},
 		{name: "in a cluster", path: inCluster, want: "ops"},
-		{name: "outside a cluster", path: filepath.Join(dir, "missing"), wantError: "outside a cluster (no pod namespace to default to): set --leader-election-namespace"},
+		{name: "outside a cluster", path: filepath.Join(dir, "missing"), wantError: "leader election needs the Leases' namespace, and the app runs outside a cluster (no pod namespace to default to): set --leader-election-namespace"},
 		{name: "empty file", path: empty, wantError: "empty: set --leader-election-namespace"},
-		{name: "unreadable", path: dir, wantError: "read the pod's namespace for the leader Lease (or set --leader-election-namespace)"},
+		{name: "unreadable", path: dir, wantError: "read the pod's namespace for leader election (or set --leader-election-namespace)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := leaseNamespace(tt.give, tt.path)
+			got, err := Default(tt.give, tt.path, "leader election", "leader-election-namespace")
 			if tt.wantError != "" {
 				require.ErrorContains(t, err, tt.wantError)
 				return
