@@ -104,4 +104,3 @@ func (r *runner) resolveLease() error {
 	le.Namespace = ns
 	return nil
 }
-
