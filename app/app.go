@@ -20,6 +20,7 @@ import (
 	crzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/fxkube/fxkube/fxcontroller"
+	"github.com/fxkube/fxkube/fxshard"
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/lifecycle"
 )
@@ -47,6 +48,7 @@ func (e exitError) Error() string { return fmt.Sprintf("exit code %d", int(e)) }
 // flags are the command line settings shared by the commands.
 type flags struct {
 	lifecycle lifecycle.Config
+	shards    fxshard.Config
 	logLevel  string
 	logFormat string
 	// zap is what controller-runtime's --zap-* flags set, starting from
@@ -127,6 +129,8 @@ func (a *app) registerFlags(cmd *cobra.Command) {
 	fs.BoolVar(&lc.LeaderElection.Enabled, "leader-elect", false, "run controllers only on the replica holding the leader Lease")
 	fs.StringVar(&lc.LeaderElection.Namespace, "leader-election-namespace", "", "namespace of the leader Lease (default: the pod's namespace when running in a cluster)")
 	fs.StringVar(&lc.LeaderElection.Name, "leader-election-id", a.name, "name of the leader Lease")
+	fs.IntVar(&a.flags.shards.Buckets, "shard-buckets", fxshard.DefaultBuckets, "buckets the keys of sharded controllers are hashed into, each owned by one replica at a time through a Lease; every replica must use the same")
+	fs.StringVar(&a.flags.shards.Namespace, "shard-namespace", "", "namespace of the sharding Leases (default: the pod's namespace when running in a cluster)")
 	fs.StringVar(&a.flags.logLevel, "log-level", "info", "lowest level logged: debug, info, warn or error (or use the --zap-* flags instead)")
 	fs.StringVar(&a.flags.logFormat, "log-format", "json", "log format: json or console (or use the --zap-* flags instead)")
 	// The --zap-* flags are controller-runtime's own, bound as kubebuilder's
@@ -180,10 +184,13 @@ func (a *app) firstChanged(names ...string) string {
 // graph is every fx option of the app but the lifecycle: the modules and
 // what they are given.
 func (a *app) graph(cfg *rest.Config, log *zap.Logger) fx.Option {
+	shards := a.flags.shards
+	shards.Name = a.name
 	return fx.Options(
 		fx.Supply(cfg, log),
 		fxstore.Module,
 		fxcontroller.Module,
+		fxshard.Options(shards),
 		fx.Options(a.modules...),
 	)
 }

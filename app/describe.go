@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/fxkube/fxkube/fxcontroller"
+	"github.com/fxkube/fxkube/fxshard"
 	"github.com/fxkube/fxkube/fxstore"
 )
 
@@ -79,27 +80,28 @@ var unconnected = &rest.Config{Host: "https://unconnected.invalid"}
 
 // graphOf builds the app's fx graph without starting it and returns what the
 // modules declared.
-func (a *app) graphOf() (*fxstore.Registry, fxcontroller.Controllers, fxcontroller.HostedOperators, error) {
+func (a *app) graphOf() (*fxstore.Registry, fxcontroller.Controllers, fxcontroller.HostedOperators, *fxshard.Shards, error) {
 	var (
 		reg    *fxstore.Registry
 		ctrls  fxcontroller.Controllers
 		hosted fxcontroller.HostedOperators
+		shards *fxshard.Shards
 	)
-	fxApp := fx.New(fx.NopLogger, a.graph(unconnected, zap.NewNop()), fx.Populate(&reg, &ctrls, &hosted))
+	fxApp := fx.New(fx.NopLogger, a.graph(unconnected, zap.NewNop()), fx.Populate(&reg, &ctrls, &hosted, &shards))
 	if err := fxApp.Err(); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	for _, h := range hosted {
 		if err := h.Declare(context.Background()); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 	}
-	return reg, ctrls, hosted, nil
+	return reg, ctrls, hosted, shards, nil
 }
 
 // describe returns the app's Graph.
 func (a *app) describe() (Graph, error) {
-	reg, ctrls, hosted, err := a.graphOf()
+	reg, ctrls, hosted, _, err := a.graphOf()
 	if err != nil {
 		return Graph{}, err
 	}

@@ -60,25 +60,30 @@ func (s rbacScope) rules() []rbacv1.PolicyRule {
 // namespace/name: a ClusterRole for what spans namespaces, and a Role in each
 // namespace that every store of some resource is confined to.
 func (a *app) rbac(saNamespace, saName string, mapper meta.RESTMapper) ([]any, error) {
-	reg, ctrls, hosted, err := a.graphOf()
+	reg, ctrls, hosted, shards, err := a.graphOf()
 	if err != nil {
 		return nil, err
 	}
 	// Reads: a resource all of whose stores name one namespace is read
-	// through a Role there; otherwise through the ClusterRole.
+	// through a Role there; otherwise through the ClusterRole. A sharded
+	// store's buckets' stores read what its whole spec does.
+	keys := shards.Stores()
+	for _, s := range reg.Stores() {
+		keys = append(keys, s.Key)
+	}
 	namespaces := map[schema.GroupResource]map[string]bool{}
 	var unmapped []error
-	for _, s := range reg.Stores() {
-		mapping, err := mapper.RESTMapping(s.Key.Kind.GroupKind(), s.Key.Kind.Version)
+	for _, key := range keys {
+		mapping, err := mapper.RESTMapping(key.Kind.GroupKind(), key.Kind.Version)
 		if err != nil {
-			unmapped = append(unmapped, fmt.Errorf("store %s: %w", s.Key, err))
+			unmapped = append(unmapped, fmt.Errorf("store %s: %w", key, err))
 			continue
 		}
 		gr := mapping.Resource.GroupResource()
 		if namespaces[gr] == nil {
 			namespaces[gr] = map[string]bool{}
 		}
-		namespaces[gr][s.Key.Namespace] = true
+		namespaces[gr][key.Namespace] = true
 	}
 	if len(unmapped) > 0 {
 		return nil, fmt.Errorf("name the resources of the stores' kinds: pass the CRDs of custom kinds with --crds, or ask the cluster with --discover:\n%w", errors.Join(unmapped...))
@@ -121,6 +126,16 @@ func (a *app) rbac(saNamespace, saName string, mapper meta.RESTMapper) ([]any, e
 			inNamespace[ns] = rbacScope{}
 		}
 		inNamespace[ns].add(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "get", "create", "update")
+	}
+	if len(shards.Stores()) > 0 {
+		// The coordinator watches its group's Leases, takes and renews
+		// bucket Leases, and deletes its member Lease (and crashed
+		// members').
+		ns := cmp.Or(shards.Namespace(), saNamespace)
+		if inNamespace[ns] == nil {
+			inNamespace[ns] = rbacScope{}
+		}
+		inNamespace[ns].add(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "get", "list", "watch", "create", "update", "delete")
 	}
 
 	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: saNamespace, Name: saName}}

@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -8,8 +9,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/yaml"
+
+	"github.com/fxkube/fxkube/fxcontroller"
+	"github.com/fxkube/fxkube/fxshard"
+	"github.com/fxkube/fxkube/fxstore"
 )
 
 // rbacObject names an object the rbac command prints.
@@ -75,4 +82,35 @@ func TestRBACForSecureMetrics(t *testing.T) {
 	assert.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "ops", Name: "demo"}}, binding.Subjects)
 	assert.Equal(t, "demo-metrics-reader", reader.Name)
 	assert.Equal(t, []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}, reader.Rules)
+}
+
+// shardedWidgets is a module with a sharded controller of Secrets.
+var shardedWidgets = fx.Module("sharded", fxcontroller.Provide(func(s *fxshard.Shards) (*fxcontroller.Controller, error) {
+	secrets, err := fxshard.For[*corev1.Secret](s, fxstore.Spec{Namespace: "team"}, fxstore.ShardByUID)
+	if err != nil {
+		return nil, err
+	}
+	return fxshard.NewController("sharded", secrets, reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
+		return reconcile.Result{}, nil
+	}))
+}))
+
+// A sharded app reads its sharded stores' resources and needs its group's
+// Leases: where --shard-namespace says, or, outside a cluster without it,
+// an error that says to set it.
+func TestRBACForShards(t *testing.T) {
+	out, err := execute(t, []fx.Option{shardedWidgets}, "rbac", "--service-account", "ops/demo", "--shard-namespace", "ops")
+	require.NoError(t, err)
+	objs, docs := rbacObjects(t, out)
+	assert.Equal(t, []rbacObject{{"ClusterRole", "", "demo"}, {"ClusterRoleBinding", "", "demo"}, {"Role", "ops", "demo"}, {"RoleBinding", "ops", "demo"}, {"Role", "team", "demo"}, {"RoleBinding", "team", "demo"}}, objs)
+	var leases, secrets rbacv1.Role
+	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[2]), &leases))
+	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[4]), &secrets))
+	assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create", "delete", "get", "list", "update", "watch"}}}, leases.Rules)
+	assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}}}, secrets.Rules,
+		"the sharded store's reads, which the registry does not hold before a bucket is acquired")
+
+	_, err = execute(t, []fx.Option{shardedWidgets}, "rbac", "--service-account", "ops/demo")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "set --shard-namespace")
 }

@@ -27,6 +27,8 @@ type Shards struct {
 	registry    *fxstore.Registry
 	coordinator *Coordinator
 	log         *zap.Logger
+	// err is why Module could not make the Coordinator; For returns it.
+	err error
 
 	mu     sync.Mutex
 	stores []sharded
@@ -35,6 +37,9 @@ type Shards struct {
 
 // sharded is a Store of any type, as Shards hands it buckets.
 type sharded interface {
+	fmt.Stringer
+	Key() fxstore.Key
+	HasSynced() bool
 	ShardKey() string
 	acquire(bucket int, shard sharding.Selector) error
 	release(bucket int) error
@@ -55,6 +60,26 @@ func NewShards(registry *fxstore.Registry, client kubernetes.Interface, cfg Conf
 	return s, nil
 }
 
+// Stores returns the keys of the whole specs of the app's sharded stores.
+func (s *Shards) Stores() []fxstore.Key {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keys := make([]fxstore.Key, len(s.stores))
+	for i, st := range s.stores {
+		keys[i] = st.Key()
+	}
+	return keys
+}
+
+// Namespace returns the namespace of the group's Leases; "" when it is
+// not known (outside a cluster, without --shard-namespace).
+func (s *Shards) Namespace() string {
+	if s.coordinator == nil {
+		return ""
+	}
+	return s.coordinator.cfg.Namespace
+}
+
 // Coordinator returns the replica's Coordinator.
 func (s *Shards) Coordinator() *Coordinator { return s.coordinator }
 
@@ -63,6 +88,9 @@ func (s *Shards) Coordinator() *Coordinator { return s.coordinator }
 func (s *Shards) Run(ctx context.Context) error { return s.coordinator.Run(ctx) }
 
 func (s *Shards) add(st sharded) error {
+	if s.err != nil {
+		return fmt.Errorf("%s: %w", st, s.err)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stores = append(s.stores, st)
