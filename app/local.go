@@ -9,9 +9,13 @@ package app
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -21,8 +25,35 @@ import (
 
 func init() { taggedCommands = append(taggedCommands, (*app).localCommand) }
 
+// featureGates is the --feature-gates flag: gates named set, others keep
+// what they held.
+type featureGates map[string]bool
+
+func (g featureGates) String() string {
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(g)) {
+		parts = append(parts, name+"="+strconv.FormatBool(g[name]))
+	}
+	return strings.Join(parts, ",")
+}
+
+func (g featureGates) Set(value string) error {
+	for part := range strings.SplitSeq(value, ",") {
+		name, on, ok := strings.Cut(strings.TrimSpace(part), "=")
+		enabled, err := strconv.ParseBool(on)
+		if !ok || name == "" || err != nil {
+			return fmt.Errorf("%q is not a gate's name, =, and true or false, as in ShardedListAndWatch=true", part)
+		}
+		g[name] = enabled
+	}
+	return nil
+}
+
+func (g featureGates) Type() string { return "gates" }
+
 func (a *app) localCommand() *cobra.Command {
 	var dir, kubeconfigOut string
+	gates := map[string]bool{"ShardedListAndWatch": true}
 	cmd := &cobra.Command{
 		Use:   "local",
 		Short: "Start a local control plane and run the controllers against it until interrupted",
@@ -58,6 +89,9 @@ The binaries come from --controlplane-dir, which ` + "`make controlplane`" + ` f
 			if !cmd.Flags().Changed("leader-election-namespace") {
 				lc.LeaderElection.Namespace = "default"
 			}
+			if !cmd.Flags().Changed("shard-namespace") {
+				a.flags.shards.Namespace = "default"
+			}
 			if kubeconfigOut == "" {
 				tmp, err := os.MkdirTemp("", a.name+"-local-")
 				if err != nil {
@@ -66,7 +100,7 @@ The binaries come from --controlplane-dir, which ` + "`make controlplane`" + ` f
 				defer func() { err = errors.Join(err, os.RemoveAll(tmp)) }()
 				kubeconfigOut = filepath.Join(tmp, "kubeconfig")
 			}
-			cp, err := controlplane.Start(dir)
+			cp, err := controlplane.Start(dir, controlplane.WithFeatureGates(gates))
 			if err != nil {
 				return fmt.Errorf("start the local control plane: %w", err)
 			}
@@ -84,5 +118,6 @@ The binaries come from --controlplane-dir, which ` + "`make controlplane`" + ` f
 	}
 	cmd.Flags().StringVar(&dir, "controlplane-dir", controlplane.Dir(), "directory holding kube-apiserver, etcd and kubectl")
 	cmd.Flags().StringVar(&kubeconfigOut, "kubeconfig-out", "", "where to write the kubeconfig (default: a file in a new temporary directory)")
+	cmd.Flags().Var(featureGates(gates), "feature-gates", "kube-apiserver's feature gates, as its --feature-gates flag takes them: A=true,B=false (ShardedListAndWatch is on unless turned off here)")
 	return cmd
 }

@@ -79,7 +79,8 @@ func TestBinaryExitsZeroOnSIGTERM(t *testing.T) {
 	run := exec.Command(bin, "run", "--kubeconfig", testenv.KubeconfigPath(t),
 		"--metrics-bind-address", "0", "--health-probe-bind-address", probes, "--stop-timeout", "10s",
 		// Leader election logs through klog, which must come out as zap.
-		"--leader-elect", "--leader-election-namespace", "default", "--leader-election-id", "sigterm-test")
+		"--leader-elect", "--leader-election-namespace", "default", "--leader-election-id", "sigterm-test",
+		"--shard-namespace", "default")
 	run.Stdout, run.Stderr = &logs, &logs
 	require.NoError(t, run.Start())
 	exited := make(chan error, 1)

@@ -1,0 +1,344 @@
+package sharding_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fxkube/fxkube/internal/controlplane"
+	"github.com/fxkube/fxkube/internal/testenv"
+	"github.com/fxkube/fxkube/modules/checksum"
+)
+
+// buildApp builds cmd/app once for the tests of the package.
+var buildApp = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "fxkube-sharding-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "fxkube")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/fxkube/fxkube/cmd/app").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build: %w\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// process is a replica of the app, run from the built binary.
+type process struct {
+	name   string
+	cmd    *exec.Cmd
+	logs   *syncBuffer
+	probes string
+	exited chan error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func startProcess(t *testing.T, bin, kubeconfig, ns, name string) *process {
+	t.Helper()
+	p := &process{name: name, logs: &syncBuffer{}, probes: testenv.LoopbackAddr(t), exited: make(chan error, 1)}
+	p.cmd = exec.Command(bin, "run", "--kubeconfig", kubeconfig,
+		"--metrics-bind-address", "0", "--health-probe-bind-address", p.probes, "--stop-timeout", "20s",
+		// The example's other controllers run on the leader only; the
+		// sharded one on every replica.
+		"--leader-elect", "--leader-election-namespace", ns, "--leader-election-id", "leader",
+		"--shard-namespace", ns)
+	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	require.NoError(t, p.cmd.Start())
+	go func() { p.exited <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+	})
+	return p
+}
+
+func (p *process) ready() bool {
+	resp, err := http.Get("http://" + p.probes + "/readyz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// written is a reconcile that stamped a ConfigMap, from a replica's log.
+type written struct {
+	replica, key, version string
+	began, ended          float64 // seconds since the epoch
+}
+
+func (p *process) written(t *testing.T) []written {
+	t.Helper()
+	var out []written
+	sc := bufio.NewScanner(strings.NewReader(p.logs.String()))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var e struct {
+			Msg       string  `json:"msg"`
+			TS        float64 `json:"ts"`
+			ConfigMap string  `json:"configMap"`
+			Version   string  `json:"resourceVersion"`
+			Began     float64 `json:"began"`
+		}
+		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Msg != "checksum written" {
+			continue
+		}
+		out = append(out, written{replica: p.name, key: e.ConfigMap, version: e.Version, began: e.Began, ended: e.TS})
+	}
+	return out
+}
+
+// Three replicas of the built binary share the example's sharded checksum
+// controller over 3,000 ConfigMaps under churn, on an API server that
+// applies shard selectors: every change is stamped, never by two replicas
+// at once; a replica killed with SIGKILL has its buckets taken over; a new
+// one gets its share; SIGTERM stops them all cleanly, their Leases given
+// back.
+func TestReplicas(t *testing.T) {
+	kubeconfig := testenv.KubeconfigPath(t)
+	checkReplicas(t, testenv.Config(t), kubeconfig, 3000, true)
+}
+
+// Without the feature gate, the same holds; each replica filters its share
+// on the client, and says so.
+func TestReplicasWithoutTheGate(t *testing.T) {
+	dir, err := controlplane.AssetsDir()
+	require.NoError(t, err)
+	cp, err := controlplane.Start(dir)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, cp.Stop()) })
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(kubeconfig, cp.Kubeconfig, 0o600))
+	checkReplicas(t, cp.Config, kubeconfig, 1000, false)
+}
+
+func checkReplicas(t *testing.T, cfg *rest.Config, kubeconfig string, n int, serverFilters bool) {
+	bin, err := buildApp()
+	require.NoError(t, err)
+	ctx := t.Context()
+	scheme := k8sruntime.NewScheme()
+	require.NoError(t, clientgoscheme.AddToScheme(scheme))
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = 500, 1000
+	direct, err := client.New(cfg, client.Options{Scheme: scheme})
+	require.NoError(t, err)
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "replicas-"}}
+	require.NoError(t, direct.Create(ctx, nsObj))
+	ns := nsObj.Name
+	name := func(i int) string { return fmt.Sprintf("cm-%04d", i) }
+	parallel := func(f func(i int) error) {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		work := make(chan int)
+		for range 16 {
+			wg.Go(func() {
+				for i := range work {
+					if err := f(i); err != nil {
+						errs <- err
+					}
+				}
+			})
+		}
+		for i := range n {
+			work <- i
+		}
+		close(work)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+	}
+	parallel(func(i int) error {
+		return direct.Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name(i), Labels: map[string]string{checksum.Label: "true"}},
+			Data:       map[string]string{"round": "0"},
+		})
+	})
+	round := 0
+	churn := func() {
+		t.Helper()
+		round++
+		parallel(func(i int) error {
+			cm := &corev1.ConfigMap{}
+			if err := direct.Get(ctx, client.ObjectKey{Namespace: ns, Name: name(i)}, cm); err != nil {
+				return err
+			}
+			cm.Data = map[string]string{"round": fmt.Sprint(round)}
+			return client.IgnoreNotFound(direct.Update(ctx, cm))
+		})
+	}
+	// stamped waits until every ConfigMap carries the checksum of its data,
+	// and returns how long that took.
+	stamped := func(msg string) time.Duration {
+		t.Helper()
+		start := time.Now()
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			var list corev1.ConfigMapList
+			if !assert.NoError(c, direct.List(ctx, &list, client.InNamespace(ns))) {
+				return
+			}
+			stale := 0
+			for _, cm := range list.Items {
+				if cm.Annotations[checksum.Annotation] != checksum.Sum(&cm) {
+					stale++
+				}
+			}
+			assert.Zero(c, stale, "ConfigMaps whose checksum is not their data's")
+		}, 90*time.Second, 250*time.Millisecond, msg)
+		return time.Since(start)
+	}
+	// holders returns how many bucket Leases each replica holds.
+	holders := func() map[string]int {
+		var leases coordinationv1.LeaseList
+		require.NoError(t, direct.List(ctx, &leases, client.InNamespace(ns), client.MatchingLabels{"fxkube.io/shard": "fxkube"}))
+		out := map[string]int{}
+		for _, l := range leases.Items {
+			if strings.Contains(l.Name, "-bucket-") && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
+				out[*l.Spec.HolderIdentity]++
+			}
+		}
+		return out
+	}
+	balancedAmong := func(replicas int, msg string) {
+		t.Helper()
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			shares := slices.Sorted(func(yield func(int) bool) {
+				for _, n := range holders() {
+					if !yield(n) {
+						return
+					}
+				}
+			})
+			want := map[int][]int{2: {8, 8}, 3: {5, 5, 6}, 4: {4, 4, 4, 4}}[replicas]
+			assert.Equal(c, want, shares)
+		}, 60*time.Second, 250*time.Millisecond, msg)
+	}
+
+	var procs []*process
+	for i := range 3 {
+		procs = append(procs, startProcess(t, bin, kubeconfig, ns, fmt.Sprintf("r%d", i)))
+	}
+	for _, p := range procs {
+		require.Eventually(t, p.ready, 60*time.Second, 100*time.Millisecond, "%s becomes ready; its logs:\n%s", p.name, p.logs)
+	}
+	balancedAmong(3, "three replicas share the buckets")
+	t.Logf("initial objects stamped in %v", stamped("initial objects"))
+	churn()
+	t.Logf("a round of %d updates stamped in %v", n, stamped("after a round of updates"))
+
+	// SIGKILL: no release; the others take its buckets once its Leases
+	// expire.
+	killed := time.Now()
+	require.NoError(t, procs[2].cmd.Process.Kill())
+	<-procs[2].exited
+	churn()
+	balancedAmong(2, "the killed replica's buckets taken over")
+	t.Logf("buckets taken over %v after SIGKILL", time.Since(killed))
+	stamped("after SIGKILL")
+	t.Logf("the round of updates made during the take-over stamped %v after SIGKILL", time.Since(killed))
+
+	// A new replica: the buckets even out again.
+	joined := time.Now()
+	procs = append(procs, startProcess(t, bin, kubeconfig, ns, "r3"))
+	require.Eventually(t, procs[3].ready, 60*time.Second, 100*time.Millisecond, "r3 becomes ready; its logs:\n%s", procs[3].logs)
+	balancedAmong(3, "a new replica gets its share")
+	t.Logf("a new replica had its share %v after it started", time.Since(joined))
+	churn()
+	stamped("after a replica joined")
+
+	// SIGTERM: every replica stops cleanly, giving its Leases back.
+	live := []*process{procs[0], procs[1], procs[3]}
+	for _, p := range live {
+		require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	}
+	for _, p := range live {
+		select {
+		case err := <-p.exited:
+			assert.NoError(t, err, "%s exits 0; its logs:\n%s", p.name, p.logs)
+		case <-time.After(60 * time.Second):
+			t.Fatalf("%s still running 60s after SIGTERM; its logs:\n%s", p.name, p.logs)
+		}
+	}
+	assert.Empty(t, holders(), "every bucket given back")
+
+	// No two replicas ever stamped one ConfigMap at once.
+	var all []written
+	for _, p := range procs {
+		all = append(all, p.written(t)...)
+	}
+	require.NotEmpty(t, all)
+	byKey := map[string][]written{}
+	by := map[string]int{}
+	for _, w := range all {
+		byKey[w.key] = append(byKey[w.key], w)
+		by[w.replica]++
+	}
+	overlaps := 0
+	for key, ws := range byKey {
+		slices.SortFunc(ws, func(a, b written) int { return cmpFloat(a.began, b.began) })
+		for i := 1; i < len(ws); i++ {
+			if ws[i].replica != ws[i-1].replica && ws[i].began < ws[i-1].ended {
+				overlaps++
+				t.Errorf("%s: stamped by %s from %.6f while %s stamped it until %.6f", key, ws[i].replica, ws[i].began, ws[i-1].replica, ws[i-1].ended)
+			}
+		}
+	}
+	t.Logf("%d stamps by replica: %v; %d overlaps", len(all), by, overlaps)
+	for _, p := range procs {
+		assert.Positive(t, by[p.name], "%s stamped its share", p.name)
+		fallback := strings.Contains(p.logs.String(), "does not apply shard selectors")
+		assert.Equal(t, !serverFilters, fallback, "%s reports filtering on the client when, and only when, the API server does not", p.name)
+	}
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
