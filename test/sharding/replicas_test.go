@@ -86,7 +86,7 @@ func startProcess(t *testing.T, bin, kubeconfig, ns, name string) *process {
 	t.Cleanup(func() {
 		if p.cmd.ProcessState == nil {
 			_ = p.cmd.Process.Kill()
-			<-p.exited
+			t.Logf("killed %s: %v", p.name, <-p.exited)
 		}
 	})
 	return p
@@ -272,7 +272,7 @@ func checkReplicas(t *testing.T, cfg *rest.Config, kubeconfig string, n int, ser
 	// expire.
 	killed := time.Now()
 	require.NoError(t, procs[2].cmd.Process.Kill())
-	<-procs[2].exited
+	assert.Error(t, <-procs[2].exited, "killed")
 	churn()
 	balancedAmong(2, "the killed replica's buckets taken over")
 	t.Logf("buckets taken over %v after SIGKILL", time.Since(killed))
