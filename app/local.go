@@ -10,7 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -19,6 +21,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/fxkube/fxkube/internal/controlplane"
 )
@@ -53,12 +56,16 @@ func (g featureGates) Type() string { return "gates" }
 
 func (a *app) localCommand() *cobra.Command {
 	var dir, kubeconfigOut string
+	replicas := 1
 	gates := map[string]bool{"ShardedListAndWatch": true}
 	cmd := &cobra.Command{
 		Use:   "local",
 		Short: "Start a local control plane and run the controllers against it until interrupted",
 		Long: `Start a local kube-apiserver and etcd, write a kubeconfig for them, and run
 the controllers against them until SIGINT or SIGTERM, then stop everything.
+With --replicas N, N replicas of the app run, this process and N-1 others
+started from its binary with "run": sharded controllers share their
+buckets among them, and the others run on the leader.
 
 The binaries come from --controlplane-dir, which ` + "`make controlplane`" + ` fills.`,
 		Args: cobra.NoArgs,
@@ -92,6 +99,12 @@ The binaries come from --controlplane-dir, which ` + "`make controlplane`" + ` f
 			if !cmd.Flags().Changed("shard-namespace") {
 				a.flags.shards.Namespace = "default"
 			}
+			if replicas < 1 {
+				return fmt.Errorf("--replicas %d: run at least 1", replicas)
+			}
+			if replicas > 1 && !cmd.Flags().Changed("leader-elect") {
+				lc.LeaderElection.Enabled = true
+			}
 			if kubeconfigOut == "" {
 				tmp, err := os.MkdirTemp("", a.name+"-local-")
 				if err != nil {
@@ -113,11 +126,83 @@ The binaries come from --controlplane-dir, which ` + "`make controlplane`" + ` f
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Local control plane %s is up. Its kubeconfig:\n\n  export KUBECONFIG=%s\n\n",
 				controlplane.KubernetesVersion, kubeconfigOut)
+			others, err := a.startReplicas(cmd, replicas-1, kubeconfigOut)
+			if err != nil {
+				return err
+			}
+			defer func() { err = errors.Join(err, others.stop()) }()
 			return a.run(ctx, cmd.ErrOrStderr(), cp.Config)
 		},
 	}
 	cmd.Flags().StringVar(&dir, "controlplane-dir", controlplane.Dir(), "directory holding kube-apiserver, etcd and kubectl")
 	cmd.Flags().StringVar(&kubeconfigOut, "kubeconfig-out", "", "where to write the kubeconfig (default: a file in a new temporary directory)")
+	cmd.Flags().IntVar(&replicas, "replicas", 1, "how many replicas of the app to run (this process and others started from its binary)")
 	cmd.Flags().Var(featureGates(gates), "feature-gates", "kube-apiserver's feature gates, as its --feature-gates flag takes them: A=true,B=false (ShardedListAndWatch is on unless turned off here)")
 	return cmd
+}
+
+// replicaProcesses are the replicas local starts besides itself.
+type replicaProcesses []*exec.Cmd
+
+// startReplicas starts n more replicas of the app from this binary, with
+// "run" against kubeconfig and this process's flags for what they share:
+// Leases, logging; probes on the ports after this process's, metrics off.
+// They print to the same output and, in this process's group, get the
+// terminal's Ctrl-C too.
+func (a *app) startReplicas(cmd *cobra.Command, n int, kubeconfig string) (replicaProcesses, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find this binary to start replicas: %w", err)
+	}
+	lc := a.flags.lifecycle
+	var procs replicaProcesses
+	for i := 1; i <= n; i++ {
+		args := []string{"run", "--kubeconfig", kubeconfig, "--metrics-bind-address", "0",
+			"--health-probe-bind-address", nthPort(lc.HealthProbeBindAddress, i),
+			"--leader-elect=" + strconv.FormatBool(lc.LeaderElection.Enabled),
+			"--leader-election-namespace", lc.LeaderElection.Namespace, "--leader-election-id", lc.LeaderElection.Name,
+			"--shard-namespace", a.flags.shards.Namespace, "--shard-buckets", strconv.Itoa(a.flags.shards.Buckets),
+			"--stop-timeout", lc.StopTimeout.String()}
+		// Logging as this process logs.
+		cmd.Flags().Visit(func(f *pflag.Flag) {
+			if strings.HasPrefix(f.Name, "zap-") || f.Name == "log-level" || f.Name == "log-format" {
+				args = append(args, "--"+f.Name+"="+f.Value.String())
+			}
+		})
+		p := exec.Command(self, args...)
+		p.Stdout, p.Stderr = cmd.ErrOrStderr(), cmd.ErrOrStderr()
+		if err := p.Start(); err != nil {
+			return nil, errors.Join(fmt.Errorf("start replica %d: %w", i, err), procs.stop())
+		}
+		procs = append(procs, p)
+	}
+	return procs, nil
+}
+
+// stop sends the replicas SIGTERM, unless a terminal's Ctrl-C reached them
+// already, and waits for them to exit.
+func (ps replicaProcesses) stop() error {
+	var errs []error
+	for _, p := range ps {
+		_ = p.Process.Signal(syscall.SIGTERM)
+	}
+	for i, p := range ps {
+		if err := p.Wait(); err != nil {
+			errs = append(errs, fmt.Errorf("replica %d: %w", i+1, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// nthPort returns addr with its port plus n ("0" stays "0").
+func nthPort(addr string, n int) string {
+	host, port, err := net.SplitHostPort(addr)
+	p, perr := strconv.Atoi(port)
+	if err != nil || perr != nil || p == 0 {
+		return addr
+	}
+	return net.JoinHostPort(host, strconv.Itoa(p+n))
 }

@@ -52,6 +52,24 @@ func TestLocalStopsCleanlyOnCtrlC(t *testing.T) {
 		assert.Contains(t, out, "stopping")
 	})
 
+	// With --replicas, the other replicas run from the same binary, share
+	// the sharded controller's buckets, and stop with it.
+	t.Run("replicas", func(t *testing.T) {
+		probes := loopbackAddr(t)
+		cmd := exec.Command(bin, append([]string{"local", "--controlplane-dir", dir, "--replicas", "2"}, local(t, probes)...)...)
+		out, err := interrupt(t, cmd, func() bool {
+			host, port, _ := strings.Cut(probes, ":")
+			p, _ := strconv.Atoi(port)
+			second := fmt.Sprintf("%s:%d", host, p+1)
+			return status(probes, "/readyz") == http.StatusOK && status(second, "/readyz") == http.StatusOK
+		})
+		require.NoError(t, err, "exit status; output:\n%s", out)
+		assertNoErrorLines(t, out)
+		assert.Equal(t, 2, strings.Count(out, `"msg":"joined"`), "both replicas joined the checksum controller's group; output:\n%s", out)
+		assert.Contains(t, out, `"members":2`)
+		assert.Equal(t, 2, strings.Count(out, `"msg":"left"`), "both left it")
+	})
+
 	// Interrupted while kube-apiserver and etcd start, it waits for them to
 	// be up, stops them and exits 0.
 	t.Run("starting", func(t *testing.T) {
