@@ -101,6 +101,27 @@ func TestDescribeShowsViews(t *testing.T) {
 	assert.Equal(t, "ConfigMap/v1 (all namespaces)", g.Stores[2].ViewOf)
 }
 
+// describe names the sharded stores, what shards them and their Leases.
+func TestDescribeShowsSharding(t *testing.T) {
+	out, err := execute(t, []fx.Option{shardedWidgets}, "describe", "--shard-namespace", "ops")
+	require.NoError(t, err)
+	assert.Contains(t, out, "Sharded stores (16 buckets, Leases ops/demo-bucket-<i>; a store per bucket held):\n"+
+		`  Secret/v1 (namespace "team") sharded by object.metadata.uid`+"\n    controllers: sharded\n")
+
+	out, err = execute(t, []fx.Option{shardedWidgets}, "describe", "-o", "json", "--shard-buckets", "4", "--shard-namespace", "ops")
+	require.NoError(t, err)
+	var g app.Graph
+	require.NoError(t, json.Unmarshal([]byte(out), &g))
+	require.NotNil(t, g.Sharding)
+	assert.Equal(t, app.Sharding{Group: "ops/demo", Buckets: 4, Stores: []app.ShardedStore{
+		{Key: `Secret/v1 (namespace "team")`, ShardKey: "object.metadata.uid", Controllers: []string{"sharded"}},
+	}}, *g.Sharding)
+
+	out, err = execute(t, []fx.Option{shardedWidgets}, "describe")
+	require.NoError(t, err)
+	assert.Contains(t, out, "set --shard-namespace", "outside a cluster, describe says what running would need")
+}
+
 func TestDescribe(t *testing.T) {
 	out, err := execute(t, []fx.Option{deploys, secrets}, "describe")
 	require.NoError(t, err)

@@ -32,6 +32,27 @@ type Graph struct {
 	// Hosted are the controller-runtime operators hosted with
 	// fxcontroller.SetupWithManager. Their stores name them as consumers.
 	Hosted []Hosted `json:"hosted,omitempty"`
+	// Sharding describes the sharded stores (fxshard), when there are any.
+	Sharding *Sharding `json:"sharding,omitempty"`
+}
+
+// Sharding is the sharded stores of the Graph and their Leases.
+type Sharding struct {
+	// Group is the Leases' "namespace/name": a Lease per bucket,
+	// name-bucket-<i>, and one per replica, name-member-<identity>.
+	Group   string `json:"group,omitempty"`
+	Buckets int    `json:"buckets,omitempty"`
+	// Error is why the app cannot shard as its flags say.
+	Error  string         `json:"error,omitempty"`
+	Stores []ShardedStore `json:"stores"`
+}
+
+// ShardedStore is one sharded store of the Graph: a store per bucket held,
+// each of the objects of Key whose ShardKey hashes into the bucket.
+type ShardedStore struct {
+	Key         string   `json:"key"`
+	ShardKey    string   `json:"shardKey"`
+	Controllers []string `json:"controllers,omitempty"`
 }
 
 // Hosted is one hosted operator of the Graph.
@@ -101,11 +122,13 @@ func (a *app) graphOf() (*fxstore.Registry, fxcontroller.Controllers, fxcontroll
 
 // describe returns the app's Graph.
 func (a *app) describe() (Graph, error) {
-	reg, ctrls, hosted, _, err := a.graphOf()
+	reg, ctrls, hosted, shards, err := a.graphOf()
 	if err != nil {
 		return Graph{}, err
 	}
-	return NewGraph(reg, ctrls, hosted), nil
+	g := NewGraph(reg, ctrls, hosted)
+	g.addSharding(shards.Info(), ctrls)
+	return g, nil
 }
 
 // NewGraph describes an app from its registry, controllers and hosted
@@ -160,6 +183,27 @@ func NewGraph(reg *fxstore.Registry, ctrls fxcontroller.Controllers, hosted fxco
 	return g
 }
 
+// addSharding describes the app's sharded stores, if it has any.
+func (g *Graph) addSharding(info fxshard.Info, ctrls fxcontroller.Controllers) {
+	if len(info.Stores) == 0 {
+		return
+	}
+	sh := &Sharding{Group: info.Group, Buckets: info.Buckets}
+	if info.Err != nil {
+		sh.Error = info.Err.Error()
+	}
+	for _, st := range info.Stores {
+		gs := ShardedStore{Key: st.Key.String(), ShardKey: st.ShardKey}
+		for _, c := range ctrls {
+			if c.Info().Primary == st.Key {
+				gs.Controllers = append(gs.Controllers, c.Name())
+			}
+		}
+		sh.Stores = append(sh.Stores, gs)
+	}
+	g.Sharding = sh
+}
+
 func (a *app) describeCommand() *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
@@ -174,7 +218,9 @@ func (a *app) describeCommand() *cobra.Command {
                "controllers": [...], "indexes": [...], "late", "viewOf"}],
    "controllers": [{"name", "declaredBy", "primary", "secondary": [...],
                     "writes": [...], "needsLeader"}],
-   "hosted": [{"name", "declaredBy", "controllers": [...], "writes": [...]}]}
+   "hosted": [{"name", "declaredBy", "controllers": [...], "writes": [...]}],
+   "sharding": {"group", "buckets", "error",
+                "stores": [{"key", "shardKey", "controllers": [...]}]}}
 Store keys in "primary" and "secondary" match a store's "key".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -226,6 +272,19 @@ func (g Graph) WriteText(w io.Writer) {
 		}
 		for _, wr := range c.Writes {
 			fmt.Fprintf(w, "    writes:  %s\n", wr)
+		}
+	}
+	if sh := g.Sharding; sh != nil {
+		if sh.Error != "" {
+			fmt.Fprintf(w, "\nSharded stores (cannot shard: %s):\n", sh.Error)
+		} else {
+			fmt.Fprintf(w, "\nSharded stores (%d buckets, Leases %s-bucket-<i>; a store per bucket held):\n", sh.Buckets, sh.Group)
+		}
+		for _, s := range sh.Stores {
+			fmt.Fprintf(w, "  %s sharded by %s\n", s.Key, s.ShardKey)
+			if len(s.Controllers) > 0 {
+				fmt.Fprintf(w, "    controllers: %s\n", strings.Join(s.Controllers, ", "))
+			}
 		}
 	}
 	if len(g.Hosted) > 0 {

@@ -96,8 +96,7 @@ var shardedWidgets = fx.Module("sharded", fxcontroller.Provide(func(s *fxshard.S
 }))
 
 // A sharded app reads its sharded stores' resources and needs its group's
-// Leases: where --shard-namespace says, or, outside a cluster without it,
-// an error that says to set it.
+// Leases: where --shard-namespace says, by default the pod's.
 func TestRBACForShards(t *testing.T) {
 	out, err := execute(t, []fx.Option{shardedWidgets}, "rbac", "--service-account", "ops/demo", "--shard-namespace", "ops")
 	require.NoError(t, err)
@@ -110,7 +109,9 @@ func TestRBACForShards(t *testing.T) {
 	assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}}}, secrets.Rules,
 		"the sharded store's reads, which the registry does not hold before a bucket is acquired")
 
-	_, err = execute(t, []fx.Option{shardedWidgets}, "rbac", "--service-account", "ops/demo")
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "set --shard-namespace")
+	// Without --shard-namespace, the Leases are in the pod's namespace: the
+	// service account's.
+	defaulted, err := execute(t, []fx.Option{shardedWidgets}, "rbac", "--service-account", "ops/demo")
+	require.NoError(t, err)
+	assert.Equal(t, out, defaulted)
 }

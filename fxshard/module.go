@@ -34,7 +34,20 @@ var Module = fx.Module("fxshard",
 		fx.Annotate(func(s *Shards) manager.Runnable { return s }, fx.ResultTags(`group:"`+lifecycle.RunnablesGroup+`"`)),
 		fx.Annotate(readiness, fx.ResultTags(`group:"`+lifecycle.ChecksGroup+`"`)),
 	),
+	fx.Invoke(checkAtStart),
 )
+
+// checkAtStart fails the app's start, before any store lists, when it has
+// sharded stores and no namespace for their Leases: describe and rbac need
+// none.
+func checkAtStart(lc fx.Lifecycle, s *Shards) {
+	lc.Append(fx.Hook{OnStart: func(context.Context) error {
+		if s.used() && s.namespaceErr != nil {
+			return s.namespaceErr
+		}
+		return nil
+	}})
+}
 
 // Options is Module with cfg. Config.Namespace defaults to the pod's;
 // Config.Logger to the app's.
@@ -51,16 +64,21 @@ type Params struct {
 }
 
 // newShards returns the replica's Shards. A Config that does not make a
-// Coordinator (no namespace outside a cluster, say) is an error only for
-// an app that asks for a sharded store: For returns it.
+// Coordinator is an error only for an app that asks for a sharded store:
+// For returns it. No namespace for the Leases (outside a cluster, without
+// --shard-namespace) is one only when such an app starts.
 func newShards(p Params) *Shards {
 	cfg := p.Config
 	if cfg.Logger == nil && p.Logger != nil {
 		cfg.Logger = p.Logger.Named("fxshard")
 	}
-	var err error
-	if cfg.Namespace, err = podnamespace.Default(cfg.Namespace, podnamespace.Path, "sharding", "shard-namespace"); err != nil {
-		return &Shards{registry: p.Registry, err: err}
+	ns, nsErr := podnamespace.Default(cfg.Namespace, podnamespace.Path, "sharding", "shard-namespace")
+	if nsErr == nil {
+		cfg.Namespace = ns
+	} else {
+		// Start fails with nsErr; until then the coordinator, which does
+		// nothing before it runs, needs a valid name.
+		cfg.Namespace = "unknown"
 	}
 	kube, err := kubernetes.NewForConfigAndClient(leaseConfig(p.Connection.Config, cfg), p.Connection.HTTPClient)
 	if err != nil {
@@ -70,6 +88,7 @@ func newShards(p Params) *Shards {
 	if err != nil {
 		return &Shards{registry: p.Registry, err: err}
 	}
+	s.namespaceErr = nsErr
 	return s
 }
 

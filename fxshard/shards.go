@@ -2,6 +2,7 @@ package fxshard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -29,6 +30,9 @@ type Shards struct {
 	log         *zap.Logger
 	// err is why Module could not make the Coordinator; For returns it.
 	err error
+	// namespaceErr is why the Leases have no namespace; the app's start
+	// fails with it.
+	namespaceErr error
 
 	mu     sync.Mutex
 	stores []sharded
@@ -60,6 +64,42 @@ func NewShards(registry *fxstore.Registry, client kubernetes.Interface, cfg Conf
 	return s, nil
 }
 
+// Info describes a replica's sharding.
+type Info struct {
+	// Group is the Leases' namespace and name, "namespace/name"; Buckets
+	// how many there are; Owned those this replica holds now.
+	Group   string
+	Buckets int
+	Owned   []int
+	// Stores are the sharded stores, by the keys of their whole specs.
+	Stores []StoreInfo
+	// Err is why the replica cannot shard, when it cannot.
+	Err error
+}
+
+// StoreInfo describes a sharded store.
+type StoreInfo struct {
+	Key      fxstore.Key
+	ShardKey string
+	// Synced reports whether the store of every bucket held has synced.
+	Synced bool
+}
+
+// Info describes the replica's sharding.
+func (s *Shards) Info() Info {
+	var info Info
+	if c := s.coordinator; c != nil {
+		info.Group, info.Buckets, info.Owned = s.Namespace()+"/"+c.cfg.Name, c.Buckets().Len(), c.Owned()
+	}
+	info.Err = errors.Join(s.err, s.namespaceErr)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, st := range s.stores {
+		info.Stores = append(info.Stores, StoreInfo{Key: st.Key(), ShardKey: st.ShardKey(), Synced: st.HasSynced()})
+	}
+	return info
+}
+
 // Stores returns the keys of the whole specs of the app's sharded stores.
 func (s *Shards) Stores() []fxstore.Key {
 	s.mu.Lock()
@@ -74,7 +114,7 @@ func (s *Shards) Stores() []fxstore.Key {
 // Namespace returns the namespace of the group's Leases; "" when it is
 // not known (outside a cluster, without --shard-namespace).
 func (s *Shards) Namespace() string {
-	if s.coordinator == nil {
+	if s.coordinator == nil || s.namespaceErr != nil {
 		return ""
 	}
 	return s.coordinator.cfg.Namespace
