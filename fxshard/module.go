@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -38,14 +39,28 @@ var Module = fx.Module("fxshard",
 )
 
 // checkAtStart fails the app's start, before any store lists, when it has
-// sharded stores and no namespace for their Leases: describe and rbac need
-// none.
-func checkAtStart(lc fx.Lifecycle, s *Shards) {
+// sharded stores and no namespace for their Leases (describe and rbac need
+// none), or a store of a cluster-scoped kind sharded by namespace, whose
+// objects would all be in one bucket.
+func checkAtStart(lc fx.Lifecycle, s *Shards, conn *connection.Connection) {
 	lc.Append(fx.Hook{OnStart: func(context.Context) error {
-		if s.used() && s.namespaceErr != nil {
-			return s.namespaceErr
+		if !s.used() {
+			return nil
 		}
-		return nil
+		errs := []error{s.namespaceErr}
+		for _, st := range s.Info().Stores {
+			if st.ShardKey != fxstore.ShardByNamespace {
+				continue
+			}
+			mapping, err := conn.Mapper.RESTMapping(st.Key.Kind.GroupKind(), st.Key.Kind.Version)
+			switch {
+			case err != nil:
+				errs = append(errs, fmt.Errorf("sharded store %s: %w", st.Key, err))
+			case mapping.Scope.Name() == meta.RESTScopeNameRoot:
+				errs = append(errs, fmt.Errorf("sharded store %s: %s is cluster-scoped, so every object's namespace is empty and all would be in one bucket; shard it by fxstore.ShardByUID", st.Key, mapping.Resource.GroupResource()))
+			}
+		}
+		return errors.Join(errs...)
 	}})
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
@@ -21,9 +22,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fxkube/fxkube/connection"
+	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxshard"
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/internal/testenv"
+	"github.com/fxkube/fxkube/lifecycle"
 )
 
 // reconciles records every reconcile of every replica, to check that no
@@ -226,4 +229,26 @@ func TestShardedController(t *testing.T) {
 	for _, r := range replicas {
 		assert.Positive(t, rec.by[r.name], "%s reconciled its share", r.name)
 	}
+}
+
+// A cluster-scoped kind sharded by namespace, whose objects would all be in
+// one bucket, fails the app's start before any store lists, naming the
+// store and the fix.
+func TestClusterScopedShardedByNamespace(t *testing.T) {
+	app := fx.New(
+		fx.Supply(testenv.Config(t), zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))),
+		fxstore.Module,
+		fxcontroller.Module,
+		fxshard.Options(fxshard.Config{Namespace: "default", Name: "bad"}),
+		lifecycle.Options(lifecycle.Config{MetricsBindAddress: "0", HealthProbeBindAddress: "0"}),
+		fx.Invoke(func(s *fxshard.Shards) error {
+			_, err := fxshard.For[*corev1.Namespace](s, fxstore.Spec{}, fxstore.ShardByNamespace)
+			return err
+		}),
+	)
+	require.NoError(t, app.Err())
+	err := app.Start(t.Context())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `sharded store Namespace/v1 (all namespaces): namespaces is cluster-scoped, so every object's namespace is empty and all would be in one bucket; shard it by fxstore.ShardByUID`)
+	require.NoError(t, app.Stop(t.Context()))
 }
