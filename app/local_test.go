@@ -20,6 +20,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/fxkube/fxkube/internal/controlplane"
 )
@@ -56,18 +59,36 @@ func TestLocalStopsCleanlyOnCtrlC(t *testing.T) {
 	// the sharded controller's buckets, and stop with it.
 	t.Run("replicas", func(t *testing.T) {
 		probes := loopbackAddr(t)
-		cmd := exec.Command(bin, append([]string{"local", "--controlplane-dir", dir, "--replicas", "2"}, local(t, probes)...)...)
+		args := local(t, probes)
+		kubeconfig := args[len(args)-1]
+		cmd := exec.Command(bin, append([]string{"local", "--controlplane-dir", dir, "--replicas", "2"}, args...)...)
 		out, err := interrupt(t, cmd, func() bool {
-			host, port, _ := strings.Cut(probes, ":")
-			p, _ := strconv.Atoi(port)
-			second := fmt.Sprintf("%s:%d", host, p+1)
-			return status(probes, "/readyz") == http.StatusOK && status(second, "/readyz") == http.StatusOK
+			// Both replicas hold a member Lease of the checksum
+			// controller's group.
+			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+			if err != nil {
+				return false
+			}
+			kube, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return false
+			}
+			leases, err := kube.CoordinationV1().Leases("default").List(t.Context(), metav1.ListOptions{LabelSelector: "fxkube.io/shard=fxkube"})
+			if err != nil {
+				return false
+			}
+			members := 0
+			for _, l := range leases.Items {
+				if strings.Contains(l.Name, "-member-") {
+					members++
+				}
+			}
+			return members == 2
 		})
 		require.NoError(t, err, "exit status; output:\n%s", out)
-		assertNoErrorLines(t, out)
 		assert.Equal(t, 2, strings.Count(out, `"msg":"joined"`), "both replicas joined the checksum controller's group; output:\n%s", out)
-		assert.Contains(t, out, `"members":2`)
 		assert.Equal(t, 2, strings.Count(out, `"msg":"left"`), "both left it")
+		assert.Equal(t, 2, strings.Count(out, `"msg":"stopped"`), "both stopped")
 	})
 
 	// Interrupted while kube-apiserver and etcd start, it waits for them to
