@@ -13,6 +13,33 @@
 // shardRange per run of contiguous buckets, for the list and watch of a
 // replica's share or for filtering on the client when the server does not.
 //
+// # Sharded stores and controllers
+//
+// Module gives an app its *Shards: the replica's Coordinator and what it
+// hands buckets to. A module asks for a sharded store with For, by a spec
+// and a shard key, and builds its controller with NewController:
+//
+//	func newController(shards *fxshard.Shards, c client.Client) (*fxcontroller.Controller, error) {
+//		configMaps, err := fxshard.For[*corev1.ConfigMap](shards, fxstore.Spec{LabelSelector: "app=x"}, fxstore.ShardByUID)
+//		if err != nil {
+//			return nil, err
+//		}
+//		return fxshard.NewController("x", configMaps, &reconciler{configMaps: configMaps, client: c})
+//	}
+//
+// A sharded store is one fxstore store per bucket held (fxstore.Spec.Shard:
+// the API server sends each only its bucket's objects), asked for when the
+// bucket is acquired and dropped when it is given up: one store per
+// bucket, rather than one of all the buckets held, so that a bucket moves
+// without the replica listing its other buckets again. Its reads and its
+// informer are the union of the buckets' stores. A sharded controller runs
+// on every replica; it drops requests for keys of buckets it does not
+// hold, requeues those of a bucket whose store has not synced, and, when
+// the replica gives a bucket up, lets no reconcile of its keys start and
+// waits for those running (Handler.Releasing) before the Lease is given
+// back. The secondary stores of a sharded controller are ordinary stores,
+// whole on every replica: their objects may map to keys of any bucket.
+//
 // # Coordinator
 //
 // A Coordinator runs one replica's part. Its group, Config.Name in
