@@ -25,6 +25,9 @@ const (
 // client's side of what it asks the API server, which the server's own
 // metrics do not tell apart by sender.
 type requestCounter struct {
+	// class sorts the requests; requestClass when nil.
+	class func(*http.Request) string
+
 	mu   sync.Mutex
 	sent map[string]int
 }
@@ -32,7 +35,11 @@ type requestCounter struct {
 // wrap is a rest.Config transport wrapper that counts each request.
 func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		class := requestClass(req)
+		classify := c.class
+		if classify == nil {
+			classify = requestClass
+		}
+		class := classify(req)
 		c.mu.Lock()
 		if c.sent == nil {
 			c.sent = make(map[string]int)

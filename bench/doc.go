@@ -18,6 +18,14 @@
 // only the specs no other covers, and reports informers, the requests of
 // fxkube's pre-flight and what its start adds to those informers' sync.
 //
+// BenchmarkShards runs 1, 2 and 4 replicas (each a subprocess) of a
+// controller sharded with fxshard over 10,000 ConfigMaps, on a control
+// plane of its own with the ShardedListAndWatch feature gate on, and 2 on
+// the suite's, where it is off, and reports each replica's heap, objects
+// received and requests, and how long buckets take to move when a replica
+// joins, stops (SIGTERM) or is killed (SIGKILL); its tables follow the
+// suite's.
+//
 // Each system runs in a fresh subprocess (the test binary re-executed), so
 // its heap, connections and start-up are measured from a clean slate and one
 // system's garbage never counts against another. Store reads (Get, List) are

@@ -13,9 +13,11 @@ import (
 	"github.com/fxkube/fxkube/internal/testenv"
 )
 
-// TestMain runs one of three things:
+// TestMain runs one of four things:
 //
 //   - a child measuring one system (see runChild), when childEnv is set;
+//   - a replica of the sharded workload (see runReplica), when replicaEnv
+//     is set;
 //   - the benchmarks, with -bench: against a control plane started for this
 //     run, printing the table of results at the end;
 //   - otherwise only the cheap checks, with no control plane, so that
@@ -23,6 +25,9 @@ import (
 func TestMain(m *testing.M) {
 	if params, ok := os.LookupEnv(childEnv); ok {
 		os.Exit(runChild(params))
+	}
+	if params, ok := os.LookupEnv(replicaEnv); ok {
+		os.Exit(runReplica(params))
 	}
 	flag.Parse()
 	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
@@ -35,11 +40,12 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(withTable{testenv.WithControlPlane(m)})
 }
 
-// withTable prints the table of results after the benchmarks have run.
+// withTable prints the tables of results after the benchmarks have run.
 type withTable struct{ m interface{ Run() int } }
 
 func (t withTable) Run() int {
 	code := t.m.Run()
 	results.print(os.Stdout)
+	printShards(os.Stdout, shardResults)
 	return code
 }
