@@ -206,6 +206,7 @@ func TestOverlapPlansOneInformerPerFamily(t *testing.T) {
 	assert.Equal(t, fifty.accessTargets(), five.accessTargets())
 	assert.Greater(t, fifty.requests(), 5*five.requests(), "many more requests")
 	assert.Greater(t, overlapVariants[2].plan().accessTargets(), fifty.accessTargets(), "more resources")
+	assert.Equal(t, fifty.accessTargets()-1, fifty.reviewTargets(), "Deployments in one namespace are reviewed in all")
 }
 
 func TestRequestClass(t *testing.T) {
@@ -352,7 +353,7 @@ func TestTable(t *testing.T) {
 	// The overlap workload, two variants: the first the targets are for.
 	over := func(v overlapVariant, sys string) string { return overlapName(v, sys) }
 	fifty, five := overlapVariants[0], overlapVariants[1]
-	broadest, targets := len(fifty.plan().families), fifty.plan().accessTargets()
+	broadest, targets := len(fifty.plan().families), fifty.plan().reviewTargets()
 	for _, v := range []overlapVariant{fifty, five} {
 		record(over(v, fxkube), mSynced, 300)
 		record(over(v, fxkube), mInformers, float64(broadest))

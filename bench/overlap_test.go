@@ -449,13 +449,33 @@ func (p overlapPlan) resources() []string {
 }
 
 // accessTargets returns how many distinct (resource, namespace) the
-// broadest specs list and watch: what a pre-flight of their informers
-// checks access to.
+// broadest specs list and watch.
 func (p overlapPlan) accessTargets() int {
 	type target struct{ resource, namespace string }
 	seen := make(map[target]bool)
 	for _, f := range p.families {
 		seen[target{f.broadest.kind.gvr.Resource, f.broadest.namespace}] = true
+	}
+	return len(seen)
+}
+
+// reviewTargets returns how many (resource, namespace) a pre-flight of the
+// broadest specs' informers checks access to: the access targets, but for
+// a namespace of a resource that a broadest spec also watches in every
+// namespace, which that one's review answers.
+func (p overlapPlan) reviewTargets() int {
+	everywhere := make(map[string]bool)
+	for _, f := range p.families {
+		if f.broadest.namespace == "" {
+			everywhere[f.broadest.kind.gvr.Resource] = true
+		}
+	}
+	type target struct{ resource, namespace string }
+	seen := make(map[target]bool)
+	for _, f := range p.families {
+		if r, ns := f.broadest.kind.gvr.Resource, f.broadest.namespace; ns == "" || !everywhere[r] {
+			seen[target{r, ns}] = true
+		}
 	}
 	return len(seen)
 }

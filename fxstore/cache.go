@@ -196,7 +196,7 @@ func (c *Cache) validate() error {
 	// default and of each ByObject kind, as if namespaced.
 	for _, cfgs := range c.allConfigs() {
 		for ns, cfg := range cfgs {
-			if _, err := specFor(ns, cfg).key(schema.GroupVersionKind{Version: "v1", Kind: "Check"}, Typed); err != nil {
+			if _, err := specFor(ns, cfg).key(schema.GroupVersionKind{Version: "v1", Kind: "Check"}, Typed, &c.registry.selectors); err != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -77,12 +77,22 @@ func unreachable(err error) error {
 // starts, Bind resolves its kind through discovery and asks the API server
 // (SelfSubjectAccessReview) whether the app may list and watch it, so a
 // missing CRD or RBAC rule fails at once instead of at the sync timeout.
+// Each resource is asked about once per namespace, and not in a namespace
+// when it is allowed in all of them.
 type ClusterSource struct {
 	client client.WithWatch
 	user   func() string
 	// access memoises checkAccess per resource and namespace, as several
 	// stores often share both: accessKey → *accessCheck.
 	access sync.Map
+	// firstLookup is held by each first lookup of a group version's kinds
+	// (see restMapping); lookedUp holds the group versions looked up.
+	firstLookup sync.Mutex
+	lookedUp    sync.Map // schema.GroupVersion → struct{}
+	// clusterWide holds the kinds of stores of all namespaces that
+	// Registry.Start is binding (see planBinds): schema.GroupKind →
+	// struct{}.
+	clusterWide sync.Map
 }
 
 type accessKey struct {
@@ -101,7 +111,7 @@ func NewClusterSource(c client.WithWatch) *ClusterSource {
 
 // Bind implements Source.
 func (c *ClusterSource) Bind(ctx context.Context, key Key) (Binding, error) {
-	mapping, err := c.client.RESTMapper().RESTMapping(key.Kind.GroupKind(), key.Kind.Version)
+	mapping, err := c.restMapping(key.Kind)
 	if meta.IsNoMatchError(err) {
 		return Binding{}, fmt.Errorf("%w (%w)", ErrKindNotServed, err)
 	}
@@ -112,7 +122,7 @@ func (c *ClusterSource) Bind(ctx context.Context, key Key) (Binding, error) {
 		return Binding{}, fmt.Errorf("%s is cluster-scoped; leave Spec.Namespace empty", kindString(key.Kind))
 	}
 	gr := mapping.Resource.GroupResource()
-	if err := c.checkAccess(ctx, gr, key.Namespace); err != nil {
+	if err := c.checkAccess(ctx, gr, key.Namespace, key.Kind.GroupKind()); err != nil {
 		return Binding{}, unreachable(err)
 	}
 	lw, err := NewListerWatcher(c.client, key)
@@ -122,11 +132,49 @@ func (c *ClusterSource) Bind(ctx context.Context, key Key) (Binding, error) {
 	return Binding{ListerWatcher: lw, Resource: gr}, nil
 }
 
-// checkAccess asks the API server whether the app may list and watch gr in
-// namespace: once per resource and namespace while the answer is yes, as
-// several stores often share both; a denial or a failed review is asked
-// again next time, as RBAC may have been fixed since.
-func (c *ClusterSource) checkAccess(ctx context.Context, gr schema.GroupResource, namespace string) error {
+// restMapping resolves gvk through the REST mapper, which discovers what it
+// does not know yet. The first lookup of each group version runs alone, as
+// Registry.Start binds every store at once: controller-runtime's mapper
+// discovers everything on its first miss, and each miss waiting for that
+// would then fetch its group version again.
+func (c *ClusterSource) restMapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
+	gv := gvk.GroupVersion()
+	if _, ok := c.lookedUp.Load(gv); !ok {
+		c.firstLookup.Lock()
+		defer c.firstLookup.Unlock()
+		defer c.lookedUp.Store(gv, struct{}{})
+	}
+	return c.client.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+}
+
+// planBinds implements bindPlanner: a store in one namespace takes the
+// answer for its resource in every namespace, which a store of all
+// namespaces of its kind asks for anyway.
+func (c *ClusterSource) planBinds(keys []Key) {
+	for _, k := range keys {
+		if k.Namespace == "" {
+			c.clusterWide.Store(k.Kind.GroupKind(), struct{}{})
+		}
+	}
+}
+
+// checkAccess asks the API server whether the app may list and watch gr
+// (of kind gk) in namespace: once per resource and namespace while the
+// answer is yes, as several stores often share both; a denial or a failed
+// review is asked again next time, as RBAC may have been fixed since. In a
+// namespace, it asks only if the app may not list and watch gr in every
+// namespace, as far as known: the review of a store of all namespaces of
+// the kind bound at the same time (planBinds), or an earlier one.
+func (c *ClusterSource) checkAccess(ctx context.Context, gr schema.GroupResource, namespace string, gk schema.GroupKind) error {
+	if namespace != "" {
+		if _, ok := c.clusterWide.Load(gk); ok {
+			if c.checkAccess(ctx, gr, "", gk) == nil {
+				return nil
+			}
+		} else if v, ok := c.access.Load(accessKey{gr, ""}); ok && v.(*accessCheck).run() == nil {
+			return nil
+		}
+	}
 	key := accessKey{gr, namespace}
 	check := &accessCheck{}
 	check.run = sync.OnceValue(func() error { return c.reviewAccess(ctx, gr, namespace) })

@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/watchlist"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // entry is one store: one informer, shared by every request for its key.
@@ -55,6 +54,9 @@ type entry struct {
 	// indexers are the requests' indexes, to move to a view's parent;
 	// guarded by the registry's lock.
 	indexers cache.Indexers
+	// parsed is the key with its selectors parsed, once planning views
+	// needs it; guarded by the registry's lock.
+	parsed *parsedKey
 
 	synced   atomic.Bool
 	syncedCh chan struct{}
@@ -285,26 +287,33 @@ func (e *entry) count() int {
 	return len(e.informer.GetIndexer().ListKeys())
 }
 
-// viewFilter returns what filters parent's objects down to the store's, if
-// the store can be a view of parent: its filter can be evaluated on the
-// client, its objects can be made from parent's, and parent has no index of
-// another function by the name its own indexes take there. The registry's
-// lock is held.
-func (e *entry) viewFilter(parent *entry) (func(client.Object) bool, bool) {
-	match, err := viewMatcher(parent.key, e.key)
+// viewFilter returns what the store selects of parent's objects, if the
+// store can be a view of parent: the client can evaluate it, its objects
+// can be made from parent's, and parent has no index of another function
+// by the name its own indexes take there. The registry's lock is held.
+func (e *entry) viewFilter(parent *entry) (viewSelection, bool) {
+	sel, err := viewSelectionOf(parent.parsedKey(), e.parsedKey())
 	if err != nil {
-		return nil, false
+		return viewSelection{}, false
 	}
 	projected := parent.key.Projection != e.key.Projection
 	if projected && !hasObjectMeta(parent.example) {
-		return nil, false
+		return viewSelection{}, false
 	}
 	for name, id := range e.indexFuncs {
 		if pid, ok := parent.indexFuncs[parentIndexName(projected, name)]; ok && pid != id {
-			return nil, false
+			return viewSelection{}, false
 		}
 	}
-	return match, true
+	return sel, true
+}
+
+// parsedKey returns the store's key, parsed. The registry's lock is held.
+func (e *entry) parsedKey() *parsedKey {
+	if e.parsed == nil {
+		e.parsed = parseKey(e.key)
+	}
+	return e.parsed
 }
 
 // parentIndexName is the name an index declared on a view takes on its
@@ -320,7 +329,7 @@ func parentIndexName(projected bool, name string) string {
 // serveAsView makes the store a view of parent, moving its indexes to
 // parent's informer, when viewFilter allows. The registry's lock is held.
 func (e *entry) serveAsView(parent *entry) bool {
-	match, ok := e.viewFilter(parent)
+	sel, ok := e.viewFilter(parent)
 	if !ok {
 		return false
 	}
@@ -345,7 +354,7 @@ func (e *entry) serveAsView(parent *entry) bool {
 			parent.indexers[pname] = fn
 		}
 	}
-	v, err := newView(parent, e.key, match, project, names)
+	v, err := newView(parent, e.key, sel, project, names)
 	if err != nil {
 		return false
 	}

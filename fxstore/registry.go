@@ -28,8 +28,9 @@ import (
 // Asking for a store (For) only registers it. Start connects every store to
 // its Source at once, and Stop ends them.
 type Registry struct {
-	scheme *k8sruntime.Scheme
-	log    *zap.Logger
+	scheme    *k8sruntime.Scheme
+	log       *zap.Logger
+	selectors canonicalSelectors
 
 	mu       sync.Mutex
 	entries  map[Key]*entry
@@ -89,6 +90,7 @@ func (f optionFunc) apply(r *request) { f(r) }
 
 type request struct {
 	consumer string
+	named    bool // consumer was given (WithConsumer)
 	indexes  []index
 	// indexOnly adds indexes to a store already requested, without
 	// counting another request.
@@ -187,7 +189,7 @@ func namespacedValue(ns, value string) string {
 // WithConsumer names who asks for the store, for describe and metrics.
 // Defaults to the function that called For, such as "rollout.newController".
 func WithConsumer(name string) Option {
-	return optionFunc(func(r *request) { r.consumer = name })
+	return optionFunc(func(r *request) { r.consumer, r.named = name, true })
 }
 
 // WithOwnInformer keeps the store on an informer of its own, even when a
@@ -215,9 +217,12 @@ func WithOwnInformer() Option {
 // *unstructured.Unstructured or *metav1.PartialObjectMetadata, for which
 // spec.Kind is required.
 func For[T client.Object](r *Registry, spec Spec, opts ...Option) (*Store[T], error) {
-	req := request{consumer: caller.Name(1)}
+	var req request
 	for _, o := range opts {
 		o.apply(&req)
+	}
+	if !req.named {
+		req.consumer = caller.Name(1)
 	}
 	e, err := r.register(reflect.TypeFor[T](), spec, req)
 	if err != nil {
@@ -231,9 +236,12 @@ func For[T client.Object](r *Registry, spec Spec, opts ...Option) (*Store[T], er
 // spec.Kind names the kind). Adapters such as a controller-runtime cache use
 // it; modules use For.
 func ForObject(r *Registry, example client.Object, spec Spec, opts ...Option) (*Store[client.Object], error) {
-	req := request{consumer: caller.Name(1)}
+	var req request
 	for _, o := range opts {
 		o.apply(&req)
+	}
+	if !req.named {
+		req.consumer = caller.Name(1)
 	}
 	if example == nil {
 		return nil, errors.New("fxstore.ForObject: example object is nil")
@@ -313,17 +321,18 @@ func (r *Registry) lateParent(e *entry) *entry {
 
 // broadestCover returns the broadest of candidates, those eligible, that
 // covers e; nil if none. Of two equivalent specs written apart, the one that
-// sorts first covers the other.
+// sorts first covers the other. The registry's lock is held.
 func broadestCover(e *entry, candidates []*entry, eligible func(*entry) bool) *entry {
 	var best *entry
+	narrow := e.parsedKey()
 	for _, b := range candidates {
-		if b == e || !Covers(b.key, e.key) || !eligible(b) {
+		if b == e || !covers(b.parsedKey(), narrow) || !eligible(b) {
 			continue
 		}
-		if Covers(e.key, b.key) && e.key.String() < b.key.String() {
+		if covers(narrow, b.parsedKey()) && e.key.String() < b.key.String() {
 			continue
 		}
-		if best == nil || Covers(b.key, best.key) {
+		if best == nil || covers(b.parsedKey(), best.parsedKey()) {
 			best = b
 		}
 	}
@@ -388,7 +397,7 @@ var (
 // spec into its key. It returns an example object of typ for the informer.
 func (r *Registry) keyFor(typ reflect.Type, spec Spec) (Key, k8sruntime.Object, error) {
 	if typ.Kind() != reflect.Pointer || typ.Elem().Kind() != reflect.Struct {
-		key, _ := spec.key(spec.Kind, Typed)
+		key, _ := spec.key(spec.Kind, Typed, &r.selectors)
 		return key, nil, fmt.Errorf("%s is not a pointer to a struct; ask for a store of a Kubernetes object type such as *corev1.ConfigMap", typ)
 	}
 	example := reflect.New(typ.Elem()).Interface().(k8sruntime.Object)
@@ -404,17 +413,17 @@ func (r *Registry) keyFor(typ reflect.Type, spec Spec) (Key, k8sruntime.Object, 
 	default:
 		scheme, err := apiutil.GVKForObject(example, r.scheme)
 		if err != nil {
-			key, _ := spec.key(spec.Kind, Typed)
+			key, _ := spec.key(spec.Kind, Typed, &r.selectors)
 			return key, nil, fmt.Errorf("type %s is not in the scheme; register its package with fxstore.AddToScheme: %w", typ, err)
 		}
 		if !gvk.Empty() && gvk != scheme {
-			key, _ := spec.key(scheme, Typed)
+			key, _ := spec.key(scheme, Typed, &r.selectors)
 			return key, nil, fmt.Errorf("Spec.Kind %s does not match %s, which the scheme registers as %s; leave Spec.Kind empty",
 				kindString(gvk), typ, kindString(scheme))
 		}
 		gvk = scheme
 	}
-	key, err := spec.key(gvk, proj)
+	key, err := spec.key(gvk, proj, &r.selectors)
 	return key, example, err
 }
 
@@ -497,6 +506,13 @@ func (r *Registry) Start(ctx context.Context, src Source) error {
 	}
 	r.mu.Unlock()
 
+	if p, ok := src.(bindPlanner); ok {
+		keys := make([]Key, len(entries))
+		for i, e := range entries {
+			keys[i] = e.key
+		}
+		p.planBinds(keys)
+	}
 	bindings := make([]Binding, len(entries))
 	errs := make([]error, len(entries))
 	var wg sync.WaitGroup

@@ -23,3 +23,10 @@ type Binding struct {
 	// Resource names the objects in errors, such as NotFound.
 	Resource schema.GroupResource
 }
+
+// bindPlanner is a Source that Registry.Start tells, before binding them
+// at once, which stores it binds, such as ClusterSource, which then asks
+// the API server less.
+type bindPlanner interface {
+	planBinds(keys []Key)
+}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -152,8 +153,9 @@ func kindString(gvk schema.GroupVersionKind) string {
 	return kind + "." + gvk.Group + "/" + gvk.Version
 }
 
-// key canonicalises the spec for objects of the given kind and projection.
-func (s Spec) key(gvk schema.GroupVersionKind, p Projection) (Key, error) {
+// key canonicalises the spec for objects of the given kind and projection,
+// its selectors through c.
+func (s Spec) key(gvk schema.GroupVersionKind, p Projection, c *canonicalSelectors) (Key, error) {
 	k := Key{Kind: gvk, Namespace: s.Namespace, Projection: p, Transform: s.transform().Name}
 	var errs []error
 	if gvk.Kind == "" || gvk.Version == "" {
@@ -167,11 +169,11 @@ func (s Spec) key(gvk schema.GroupVersionKind, p Projection) (Key, error) {
 	// On error the key keeps the selector as written, to name it in the
 	// message.
 	var err error
-	if k.LabelSelector, err = CanonicalLabelSelector(s.LabelSelector); err != nil {
+	if k.LabelSelector, err = c.labels(s.LabelSelector); err != nil {
 		k.LabelSelector = s.LabelSelector
 		errs = append(errs, err)
 	}
-	if k.FieldSelector, err = CanonicalFieldSelector(s.FieldSelector); err != nil {
+	if k.FieldSelector, err = c.fields(s.FieldSelector); err != nil {
 		k.FieldSelector = s.FieldSelector
 		errs = append(errs, err)
 	}
@@ -189,6 +191,40 @@ func (s Spec) transform() Transform {
 		return StripManagedFields
 	}
 	return s.Transform
+}
+
+// canonicalSelectors memoises CanonicalLabelSelector and
+// CanonicalFieldSelector by the selector as written: an app's modules ask
+// for a few specs many times over, and parsing a label selector checks
+// every key and value with regular expressions. Errors are kept as well, so
+// a bad selector fails alike each time. It holds one entry per distinct
+// selector asked for. The zero value is ready to use.
+type canonicalSelectors struct {
+	byLabels, byFields sync.Map // selector as written → canonicalForm
+}
+
+// canonicalForm is what canonicalising a selector returned.
+type canonicalForm struct {
+	selector string
+	err      error
+}
+
+func (c *canonicalSelectors) labels(s string) (string, error) {
+	return canonicalOnce(&c.byLabels, s, CanonicalLabelSelector)
+}
+
+func (c *canonicalSelectors) fields(s string) (string, error) {
+	return canonicalOnce(&c.byFields, s, CanonicalFieldSelector)
+}
+
+func canonicalOnce(memo *sync.Map, s string, canonical func(string) (string, error)) (string, error) {
+	if f, ok := memo.Load(s); ok {
+		f := f.(canonicalForm)
+		return f.selector, f.err
+	}
+	selector, err := canonical(s)
+	memo.Store(s, canonicalForm{selector, err})
+	return selector, err
 }
 
 // CanonicalLabelSelector parses a label selector and returns its canonical

@@ -1,6 +1,7 @@
 package fxstore
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -21,7 +22,35 @@ import (
 // rest can be evaluated exactly on the client (metadata.name,
 // metadata.namespace). Sharded keys neither cover nor are covered.
 func Covers(broad, narrow Key) bool {
-	if broad.Kind != narrow.Kind || broad.Transform != narrow.Transform || !projectionCovered(broad, narrow) {
+	return covers(parseKey(broad), parseKey(narrow))
+}
+
+// parsedKey is a key with its selectors parsed, for comparing it with
+// others many times over, as planning views compares every pair of stores.
+type parsedKey struct {
+	Key
+	// labels is nil when the label selector does not parse; then so is
+	// constraints.
+	labels      labels.Selector
+	constraints *labelConstraints
+	fields      fields.Requirements
+	fieldsOK    bool // the field selector parses
+}
+
+func parseKey(k Key) *parsedKey {
+	p := &parsedKey{Key: k}
+	if sel, err := labels.Parse(k.LabelSelector); err == nil {
+		p.labels, p.constraints = sel, constraintsOf(sel)
+	}
+	if sel, err := fields.ParseSelector(k.FieldSelector); err == nil {
+		p.fields, p.fieldsOK = sel.Requirements(), true
+	}
+	return p
+}
+
+// covers is Covers of parsed keys.
+func covers(broad, narrow *parsedKey) bool {
+	if broad.Kind != narrow.Kind || broad.Transform != narrow.Transform || !projectionCovered(broad.Key, narrow.Key) {
 		return false
 	}
 	if broad.Shard != "" || narrow.Shard != "" {
@@ -30,18 +59,13 @@ func Covers(broad, narrow Key) bool {
 	if broad.Namespace != "" && broad.Namespace != narrow.Namespace {
 		return false
 	}
-	if !fieldsCovered(broad.FieldSelector, narrow.FieldSelector) {
+	if !fieldsCovered(broad, narrow) {
 		return false
 	}
-	b, err := labels.Parse(broad.LabelSelector)
-	if err != nil {
+	if broad.labels == nil || narrow.labels == nil {
 		return false
 	}
-	n, err := labels.Parse(narrow.LabelSelector)
-	if err != nil {
-		return false
-	}
-	return labelsImply(n, b)
+	return implies(narrow.constraints, broad.labels)
 }
 
 // projectionCovered reports whether narrow's objects can be made from
@@ -56,7 +80,7 @@ func projectionCovered(broad, narrow Key) bool {
 
 // fieldsCovered reports whether every field requirement of broad is one of
 // narrow's and narrow's others are on fields the client can evaluate.
-func fieldsCovered(broad, narrow string) bool {
+func fieldsCovered(broad, narrow *parsedKey) bool {
 	rest, ok := fieldsBeyond(broad, narrow)
 	if !ok {
 		return false
@@ -71,17 +95,12 @@ func fieldsCovered(broad, narrow string) bool {
 
 // fieldsBeyond returns narrow's field requirements that broad does not
 // have, and whether broad's are all narrow's.
-func fieldsBeyond(broad, narrow string) ([]fields.Requirement, bool) {
-	b, err := fields.ParseSelector(broad)
-	if err != nil {
+func fieldsBeyond(broad, narrow *parsedKey) ([]fields.Requirement, bool) {
+	if !broad.fieldsOK || !narrow.fieldsOK {
 		return nil, false
 	}
-	n, err := fields.ParseSelector(narrow)
-	if err != nil {
-		return nil, false
-	}
-	rest := n.Requirements()
-	for _, r := range b.Requirements() {
+	rest := slices.Clone(narrow.fields)
+	for _, r := range broad.fields {
 		i := slices.Index(rest, r)
 		if i < 0 {
 			return nil, false
@@ -95,10 +114,44 @@ func clientSideField(field string) bool {
 	return field == "metadata.name" || field == "metadata.namespace"
 }
 
-// labelsImply reports whether every label set narrow matches is matched by
-// broad. It is exact for the requirements it understands and says false
-// when unsure, so a view never misses an object.
-func labelsImply(narrow, broad labels.Selector) bool {
+// labelConstraints is what a selector's requirements allow, by key: the
+// narrow side of implies, worked out once for any number of broad
+// selectors.
+type labelConstraints struct {
+	byKey   map[string]*keyConstraint
+	nothing bool // no label set meets them
+	unknown bool // an operator add does not know
+}
+
+func constraintsOf(sel labels.Selector) *labelConstraints {
+	reqs, ok := sel.Requirements()
+	if !ok {
+		return &labelConstraints{nothing: true}
+	}
+	c := &labelConstraints{byKey: make(map[string]*keyConstraint, len(reqs))}
+	for _, r := range reqs {
+		k := c.byKey[r.Key()]
+		if k == nil {
+			k = &keyConstraint{}
+			c.byKey[r.Key()] = k
+		}
+		if !k.add(r) {
+			return &labelConstraints{unknown: true}
+		}
+	}
+	for _, k := range c.byKey {
+		if k.unsatisfiable() {
+			c.nothing = true
+			break
+		}
+	}
+	return c
+}
+
+// implies reports whether every label set that narrow's selector matches
+// is matched by broad. It is exact for the requirements it understands and
+// says false when unsure, so a view never misses an object.
+func implies(narrow *labelConstraints, broad labels.Selector) bool {
 	if broad.Empty() {
 		return true
 	}
@@ -106,32 +159,23 @@ func labelsImply(narrow, broad labels.Selector) bool {
 	if !ok {
 		return false // broad matches nothing: only a selector that matches nothing implies it
 	}
-	nr, ok := narrow.Requirements()
-	if !ok {
+	return narrow.imply(br)
+}
+
+// imply reports whether every label set meeting c meets each of reqs.
+func (c *labelConstraints) imply(reqs labels.Requirements) bool {
+	switch {
+	case c.unknown:
+		return false
+	case c.nothing:
 		return true
 	}
-	constraints := make(map[string]*keyConstraint)
-	for _, r := range nr {
-		c := constraints[r.Key()]
-		if c == nil {
-			c = &keyConstraint{}
-			constraints[r.Key()] = c
+	for _, r := range reqs {
+		k := c.byKey[r.Key()]
+		if k == nil {
+			k = &keyConstraint{}
 		}
-		if !c.add(r) {
-			return false
-		}
-	}
-	for _, c := range constraints {
-		if c.unsatisfiable() {
-			return true // narrow matches nothing
-		}
-	}
-	for _, r := range br {
-		c := constraints[r.Key()]
-		if c == nil {
-			c = &keyConstraint{}
-		}
-		if !c.implies(r) {
+		if !k.implies(r) {
 			return false
 		}
 	}
@@ -379,41 +423,53 @@ func labelMatchers(reqs labels.Requirements) []func(map[string]string) bool {
 	return out
 }
 
-// viewMatcher is KeyMatcher for a view of broad: only what broad does not
-// already select is evaluated (its namespace, label requirements that
-// follow from broad's, field requirements broad selects on the server).
-func viewMatcher(broad, narrow Key) (func(client.Object) bool, error) {
-	rest, ok := fieldsBeyond(broad.FieldSelector, narrow.FieldSelector)
+// viewSelection is what a view selects of its broader store's objects:
+// only what the broader store does not select already.
+type viewSelection struct {
+	namespace string              // "" when the broader store's is the view's
+	fields    fields.Requirements // on metadata.name and metadata.namespace
+	labels    labels.Requirements // those broad's do not imply
+}
+
+// viewSelectionOf returns what narrow selects of broad's objects, or why
+// the client cannot select it.
+func viewSelectionOf(broad, narrow *parsedKey) (viewSelection, error) {
+	if broad.Shard != "" || narrow.Shard != "" {
+		return viewSelection{}, errors.New("a sharded store is no view")
+	}
+	if broad.labels == nil || narrow.labels == nil {
+		return viewSelection{}, fmt.Errorf("labels %q or %q do not parse", broad.LabelSelector, narrow.LabelSelector)
+	}
+	rest, ok := fieldsBeyond(broad, narrow)
 	if !ok {
-		return nil, fmt.Errorf("fields %q are not all of %q", broad.FieldSelector, narrow.FieldSelector)
+		return viewSelection{}, fmt.Errorf("fields %q are not all of %q", broad.FieldSelector, narrow.FieldSelector)
 	}
+	for _, r := range rest {
+		if !clientSideField(r.Field) {
+			return viewSelection{}, fmt.Errorf("field %q cannot be selected on the client; only metadata.name and metadata.namespace can", r.Field)
+		}
+	}
+	sel := viewSelection{namespace: narrow.Namespace, fields: rest}
 	if broad.Namespace == narrow.Namespace {
-		narrow.Namespace = ""
+		sel.namespace = ""
 	}
-	bsel, err := labels.Parse(broad.LabelSelector)
-	if err != nil {
-		return nil, err
-	}
-	nsel, err := labels.Parse(narrow.LabelSelector)
-	if err != nil {
-		return nil, err
-	}
-	nreqs, _ := nsel.Requirements()
-	beyond := labels.NewSelector()
+	nreqs, _ := narrow.labels.Requirements()
 	for _, r := range nreqs {
-		if !labelsImply(bsel, labels.NewSelector().Add(r)) {
-			beyond = beyond.Add(r)
+		if !broad.constraints.imply(labels.Requirements{r}) {
+			sel.labels = append(sel.labels, r)
 		}
 	}
-	narrow.LabelSelector = beyond.String()
-	terms := make([]fields.Selector, len(rest))
-	for i, r := range rest {
-		if r.Operator == selection.NotEquals {
-			terms[i] = fields.OneTermNotEqualSelector(r.Field, r.Value)
-		} else {
-			terms[i] = fields.OneTermEqualSelector(r.Field, r.Value)
-		}
-	}
-	narrow.FieldSelector = fields.AndSelectors(terms...).String()
-	return KeyMatcher(narrow)
+	return sel, nil
+}
+
+// matcher returns KeyMatcher's function for the view: it evaluates only
+// what the broader store does not select.
+func (s viewSelection) matcher() func(client.Object) bool {
+	return keyMatcher(s.namespace, s.fields, labelMatchers(s.labels))
+}
+
+// namespaceOnly reports whether the view selects by namespace alone, or
+// selects every object of the broader store when its namespace is "".
+func (s viewSelection) namespaceOnly() bool {
+	return len(s.fields) == 0 && len(s.labels) == 0
 }

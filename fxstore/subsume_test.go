@@ -63,6 +63,9 @@ func TestCovers(t *testing.T) {
 		{"metadata-only does not cover typed", metadataKey("", "", fxstore.StripManagedFields.Name), key("", "", ""), false},
 		{"unstructured does not cover metadata-only", fxstore.Key{Kind: configMaps, Projection: fxstore.Unstructured, Transform: fxstore.StripManagedFields.Name}, metadataKey("", "", fxstore.StripManagedFields.Name), false},
 		{"other transforms", key("", "", ""), fxstore.Key{Kind: configMaps, Transform: "none"}, false},
+		{"labels that do not parse cover nothing", key("", "a=(", ""), key("", "a=1", ""), false},
+		{"nor are covered", key("", "", ""), key("", "a=(", ""), false},
+		{"nor fields", key("", "", ""), key("", "", "metadata.name"), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

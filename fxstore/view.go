@@ -24,25 +24,33 @@ type view struct {
 	shared  *viewInformer
 }
 
-// newView returns the view of parent whose objects match: key's, made by
-// project, with its indexes by the names indexNames gives them on parent.
-// It adds to parent's informer an index of the view's objects by namespace
-// (and all of them under allNamespaces), so that listing the view reads its
-// objects only: an index holds keys, not objects.
-func newView(parent *entry, key Key, match func(client.Object) bool, project *metadataProjection, indexNames map[string]string) (*view, error) {
+// newView returns the view of parent whose objects are those sel selects
+// of parent's (key's objects), made by project, with its indexes by the
+// names indexNames gives them on parent. Unless sel selects by namespace
+// only, it adds to parent's informer an index of the view's objects by
+// namespace (and all of them under allNamespaces), so that listing the
+// view reads its objects only: an index holds keys, not objects. A view by
+// namespace only lists from parent's own namespace index.
+func newView(parent *entry, key Key, sel viewSelection, project *metadataProjection, indexNames map[string]string) (*view, error) {
+	match := sel.matcher()
 	v := &view{parent: parent, match: match, project: project}
-	index := "fxstore view " + key.String()
-	err := parent.informer.AddIndexers(cache.Indexers{index: func(obj any) ([]string, error) {
-		o, ok := obj.(client.Object)
-		if !ok || !match(o) {
-			return nil, nil
+	x := &viewIndexer{Indexer: parent.informer.GetIndexer(), match: v.matches, project: project, indexNames: indexNames}
+	if sel.namespaceOnly() {
+		x.namespace, x.byNamespace = sel.namespace, true
+	} else {
+		x.index = "fxstore view " + key.String()
+		err := parent.informer.AddIndexers(cache.Indexers{x.index: func(obj any) ([]string, error) {
+			o, ok := obj.(client.Object)
+			if !ok || !match(o) {
+				return nil, nil
+			}
+			return []string{o.GetNamespace(), allNamespaces}, nil
+		}})
+		if err != nil {
+			return nil, err
 		}
-		return []string{o.GetNamespace(), allNamespaces}, nil
-	}})
-	if err != nil {
-		return nil, err
 	}
-	v.indexer = &viewIndexer{Indexer: parent.informer.GetIndexer(), match: v.matches, project: project, index: index, indexNames: indexNames}
+	v.indexer = x
 	v.shared = &viewInformer{SharedIndexInformer: parent.informer, view: v}
 	return v, nil
 }
@@ -71,6 +79,11 @@ type viewIndexer struct {
 	project       *metadataProjection
 	index         string            // of the view's objects, by namespace
 	indexNames    map[string]string // the view's indexes' names on the parent
+	// byNamespace is set, and index empty, when the view selects by
+	// namespace only: its objects are the parent's in namespace, or all of
+	// them when namespace is "".
+	byNamespace bool
+	namespace   string
 	// indexers are the view's own index functions when project is set
 	// (the parent's take the parent's objects); else the parent's serve.
 	indexers cache.Indexers
@@ -108,22 +121,44 @@ func (x *viewIndexer) parentIndex(name string) string {
 
 // List implements cache.Store.
 func (x *viewIndexer) List() []any {
-	items, _ := x.Indexer.ByIndex(x.index, allNamespaces)
+	var items []any
+	switch {
+	case !x.byNamespace:
+		items, _ = x.Indexer.ByIndex(x.index, allNamespaces)
+	case x.namespace == "":
+		items = x.Indexer.List()
+	default:
+		items, _ = x.Indexer.ByIndex(cache.NamespaceIndex, x.namespace)
+	}
 	return x.project.all(items)
 }
 
 // ListKeys implements cache.Store.
 func (x *viewIndexer) ListKeys() []string {
-	keys, _ := x.Indexer.IndexKeys(x.index, allNamespaces)
+	var keys []string
+	switch {
+	case !x.byNamespace:
+		keys, _ = x.Indexer.IndexKeys(x.index, allNamespaces)
+	case x.namespace == "":
+		keys = x.Indexer.ListKeys()
+	default:
+		keys, _ = x.Indexer.IndexKeys(cache.NamespaceIndex, x.namespace)
+	}
 	return keys
 }
 
 // inNamespace returns the view's objects in namespace ("" for all).
 func (x *viewIndexer) inNamespace(namespace string) []any {
-	if namespace == "" {
+	switch {
+	case namespace == "":
 		return x.List()
+	case !x.byNamespace:
+		items, _ := x.Indexer.ByIndex(x.index, namespace)
+		return x.project.all(items)
+	case x.namespace != "" && x.namespace != namespace:
+		return []any{}
 	}
-	items, _ := x.Indexer.ByIndex(x.index, namespace)
+	items, _ := x.Indexer.ByIndex(cache.NamespaceIndex, namespace)
 	return x.project.all(items)
 }
 

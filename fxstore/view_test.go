@@ -3,6 +3,7 @@ package fxstore_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -324,4 +325,111 @@ func TestMetadataOnlyViewIndexesAndEvents(t *testing.T) {
 	want := []string{"add x ConfigMap", "update x 2", "add y ConfigMap", "delete x front", "delete y front"}
 	eventually(t, func() bool { return len(got.get()) >= len(want) })
 	assert.Equal(t, want, got.get())
+}
+
+// A view that selects by namespace only, or nothing but a projection of
+// its broader store's objects, adds no index to that store: it reads the
+// store's own namespace index, and reads and follows changes as any view.
+func TestViewsByNamespaceOnlyAddNoIndex(t *testing.T) {
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	web, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{LabelSelector: "app=web"})
+	require.NoError(t, err)
+	webInA, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{Namespace: "a", LabelSelector: "app=web"})
+	require.NoError(t, err)
+	frontInA, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{Namespace: "a", LabelSelector: "app=web,tier=front"})
+	require.NoError(t, err)
+	webMeta, err := fxstore.For[*metav1.PartialObjectMetadata](r, fxstore.Spec{Kind: configMapKind, LabelSelector: "app==web"})
+	require.NoError(t, err)
+	webMetaInB, err := fxstore.For[*metav1.PartialObjectMetadata](r, fxstore.Spec{Kind: configMapKind, Namespace: "b", LabelSelector: "app in (web)"})
+	require.NoError(t, err)
+
+	src := fxstoretest.NewSource(clientgoscheme.Scheme,
+		configMap("a", "x", map[string]string{"app": "web", "tier": "front"}, nil),
+		configMap("a", "y", map[string]string{"app": "web"}, nil),
+		configMap("b", "x", map[string]string{"app": "web"}, nil),
+		configMap("b", "y", map[string]string{"app": "db"}, nil),
+		configMap("c", "z", map[string]string{"app": "web"}, nil),
+	)
+	fxstoretest.Start(t, r, src)
+	n, views := informers(r)
+	require.Equal(t, 1, n)
+	require.Len(t, views, 4)
+	var viewIndexes []string
+	for name := range web.Informer().GetIndexer().GetIndexers() {
+		if strings.HasPrefix(name, "fxstore view ") {
+			viewIndexes = append(viewIndexes, name)
+		}
+	}
+	assert.Equal(t, []string{"fxstore view " + frontInA.Key().String()}, viewIndexes, "only the view selecting by labels is indexed")
+
+	type reads struct{ all, inA, inB, informed, informedInA []string }
+	read := func(list func(...client.ListOption) ([]string, error), informer cache.SharedIndexInformer) reads {
+		var got reads
+		var err error
+		got.all, err = list()
+		require.NoError(t, err)
+		got.inA, err = list(client.InNamespace("a"))
+		require.NoError(t, err)
+		got.inB, err = list(client.InNamespace("b"))
+		require.NoError(t, err)
+		got.informed = informer.GetIndexer().ListKeys()
+		slices.Sort(got.informed)
+		got.informedInA, err = informer.GetIndexer().IndexKeys(cache.NamespaceIndex, "a")
+		require.NoError(t, err)
+		slices.Sort(got.informedInA)
+		return got
+	}
+	lister := func(s *fxstore.Store[*corev1.ConfigMap]) func(...client.ListOption) ([]string, error) {
+		return func(opts ...client.ListOption) ([]string, error) {
+			objs, err := s.List(opts...)
+			return sortedNames(objs), err
+		}
+	}
+	metaLister := func(s *fxstore.Store[*metav1.PartialObjectMetadata]) func(...client.ListOption) ([]string, error) {
+		return func(opts ...client.ListOption) ([]string, error) {
+			objs, err := s.List(opts...)
+			return sortedNames(objs), err
+		}
+	}
+	check := func(t *testing.T, want map[string]reads) {
+		t.Helper()
+		assert.Equal(t, want[webInA.String()], read(lister(webInA), webInA.Informer()), webInA.String())
+		assert.Equal(t, want[frontInA.String()], read(lister(frontInA), frontInA.Informer()), frontInA.String())
+		assert.Equal(t, want[webMeta.String()], read(metaLister(webMeta), webMeta.Informer()), webMeta.String())
+		assert.Equal(t, want[webMetaInB.String()], read(metaLister(webMetaInB), webMetaInB.Informer()), webMetaInB.String())
+	}
+	none := []string{}
+	check(t, map[string]reads{
+		webInA.String():     {[]string{"a/x", "a/y"}, []string{"a/x", "a/y"}, none, []string{"a/x", "a/y"}, []string{"a/x", "a/y"}},
+		frontInA.String():   {[]string{"a/x"}, []string{"a/x"}, none, []string{"a/x"}, []string{"a/x"}},
+		webMeta.String():    {[]string{"a/x", "a/y", "b/x", "c/z"}, []string{"a/x", "a/y"}, []string{"b/x"}, []string{"a/x", "a/y", "b/x", "c/z"}, []string{"a/x", "a/y"}},
+		webMetaInB.String(): {[]string{"b/x"}, none, []string{"b/x"}, []string{"b/x"}, none},
+	})
+	count, err := webMeta.Count()
+	require.NoError(t, err)
+	assert.Equal(t, 4, count)
+	list, err := webMeta.List()
+	require.NoError(t, err)
+	for _, m := range list {
+		assert.Equal(t, configMapKind, m.GroupVersionKind(), "the objects are projected")
+	}
+
+	ctx := context.Background()
+	c := src.Client()
+	require.NoError(t, c.Create(ctx, configMap("b", "new", map[string]string{"app": "web"}, nil)))
+	require.NoError(t, c.Delete(ctx, configMap("a", "y", nil, nil)))
+	eventually(t, func() bool {
+		n, err := webMetaInB.Count()
+		return err == nil && n == 2
+	})
+	eventually(t, func() bool {
+		n, err := webInA.Count()
+		return err == nil && n == 1
+	})
+	check(t, map[string]reads{
+		webInA.String():     {[]string{"a/x"}, []string{"a/x"}, none, []string{"a/x"}, []string{"a/x"}},
+		frontInA.String():   {[]string{"a/x"}, []string{"a/x"}, none, []string{"a/x"}, []string{"a/x"}},
+		webMeta.String():    {[]string{"a/x", "b/new", "b/x", "c/z"}, []string{"a/x"}, []string{"b/new", "b/x"}, []string{"a/x", "b/new", "b/x", "c/z"}, []string{"a/x"}},
+		webMetaInB.String(): {[]string{"b/new", "b/x"}, none, []string{"b/new", "b/x"}, []string{"b/new", "b/x"}, none},
+	})
 }
