@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/fxkube/fxkube/internal/controlplane"
+	"github.com/fxkube/fxkube/internal/testenv"
 )
 
 // Ctrl-C, which a terminal sends to the whole foreground process group,
@@ -132,7 +132,7 @@ func TestLocalStopsCleanlyOnCtrlC(t *testing.T) {
 // exited. The control plane that cmd started must be gone by then.
 func interrupt(t *testing.T, cmd *exec.Cmd, when func() bool) (string, error) {
 	t.Helper()
-	var out lockedBuffer
+	var out testenv.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	require.NoError(t, cmd.Start())
@@ -295,23 +295,4 @@ func status(addr, path string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
-}
-
-// lockedBuffer is a bytes.Buffer that a running command writes while the
-// test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

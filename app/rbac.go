@@ -25,6 +25,7 @@ import (
 
 	"github.com/fxkube/fxkube/connection"
 	"github.com/fxkube/fxkube/fxcontroller"
+	"github.com/fxkube/fxkube/fxstore"
 )
 
 // rbacScope collects, for one place (the cluster, or one namespace), the
@@ -67,7 +68,11 @@ func (a *app) rbac(saNamespace, saName string, mapper meta.RESTMapper) ([]any, e
 	// Reads: a resource all of whose stores name one namespace is read
 	// through a Role there; otherwise through the ClusterRole. A sharded
 	// store's buckets' stores read what its whole spec does.
-	keys := shards.Stores()
+	sharded := shards.Info().Stores
+	var keys []fxstore.Key
+	for _, s := range sharded {
+		keys = append(keys, s.Key)
+	}
 	for _, s := range reg.Stores() {
 		keys = append(keys, s.Key)
 	}
@@ -127,7 +132,7 @@ func (a *app) rbac(saNamespace, saName string, mapper meta.RESTMapper) ([]any, e
 		}
 		inNamespace[ns].add(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "get", "create", "update")
 	}
-	if len(shards.Stores()) > 0 {
+	if len(sharded) > 0 {
 		// The coordinator watches its group's Leases, takes and renews
 		// bucket Leases, and deletes its member Lease (and crashed
 		// members').

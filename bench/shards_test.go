@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -444,30 +443,11 @@ type replicaProc struct {
 	id      string
 	cmd     *exec.Cmd
 	stdin   io.WriteCloser
-	stderr  *lockedBuffer
+	stderr  *testenv.Buffer
 	replies chan replicaLine
 	exited  chan error // receives Wait's result once
 	done    bool
 	started time.Time
-}
-
-// lockedBuffer is a bytes.Buffer written by a process and read by the
-// benchmark.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func (g *replicaGroup) events() []replicaLine {
@@ -488,7 +468,7 @@ func (g *replicaGroup) start(id string) *replicaProc {
 	if err != nil {
 		b.Fatal(err)
 	}
-	p := &replicaProc{id: id, stderr: &lockedBuffer{}, replies: make(chan replicaLine, 1), exited: make(chan error, 1)}
+	p := &replicaProc{id: id, stderr: &testenv.Buffer{}, replies: make(chan replicaLine, 1), exited: make(chan error, 1)}
 	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
 	p.cmd.Env = append(slices.Clone(os.Environ()), replicaEnv+"="+string(params), "KUBECONFIG="+g.cluster.kubeconfig)
 	p.cmd.Stderr = p.stderr

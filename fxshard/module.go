@@ -113,14 +113,9 @@ func newShards(p Params) *Shards {
 // would delay past the renew deadline.
 func leaseConfig(cfg *rest.Config, c Config) *rest.Config {
 	out := rest.CopyConfig(cfg)
-	buckets := c.Buckets
-	if buckets == 0 {
-		buckets = DefaultBuckets
-	}
-	retry := c.RetryPeriod
-	if retry <= 0 {
-		retry = DefaultRetryPeriod
-	}
+	// A config with errors makes no Coordinator; its figures do no harm.
+	c, _ = c.withDefaults()
+	buckets, retry := c.Buckets, c.RetryPeriod
 	need := float32(2*(buckets+1)) / float32(retry.Seconds())
 	if out.QPS >= 0 && out.QPS < need {
 		out.QPS = need
@@ -162,13 +157,10 @@ func (s *Shards) used() bool {
 // synced.
 func readiness(s *Shards) lifecycle.Check {
 	return lifecycle.Check{Name: "shards", Readiness: true, Checker: func(*http.Request) error {
-		s.mu.Lock()
-		stores := append([]sharded(nil), s.stores...)
-		s.mu.Unlock()
 		var errs []error
-		for _, st := range stores {
-			if !st.HasSynced() {
-				errs = append(errs, fmt.Errorf("%s: a bucket's store has not synced", st))
+		for _, st := range s.Info().Stores {
+			if !st.Synced {
+				errs = append(errs, fmt.Errorf("%s sharded by %s: a bucket's store has not synced", st.Key, st.ShardKey))
 			}
 		}
 		return errors.Join(errs...)

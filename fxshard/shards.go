@@ -100,17 +100,6 @@ func (s *Shards) Info() Info {
 	return info
 }
 
-// Stores returns the keys of the whole specs of the app's sharded stores.
-func (s *Shards) Stores() []fxstore.Key {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	keys := make([]fxstore.Key, len(s.stores))
-	for i, st := range s.stores {
-		keys[i] = st.Key()
-	}
-	return keys
-}
-
 // Namespace returns the namespace of the group's Leases; "" when it is
 // not known (outside a cluster, without --shard-namespace).
 func (s *Shards) Namespace() string {
@@ -135,15 +124,20 @@ func (s *Shards) add(st sharded) error {
 	defer s.mu.Unlock()
 	s.stores = append(s.stores, st)
 	for _, b := range s.coordinator.Owned() {
-		shard, err := s.coordinator.Buckets().Selector(st.ShardKey(), []int{b})
-		if err == nil {
-			err = st.acquire(b, shard)
-		}
-		if err != nil {
+		if err := s.acquireIn(st, b); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// acquireIn gives st the store of bucket. s.mu is held.
+func (s *Shards) acquireIn(st sharded, bucket int) error {
+	shard, err := s.coordinator.Buckets().Selector(st.ShardKey(), []int{bucket})
+	if err != nil {
+		return err
+	}
+	return st.acquire(bucket, shard)
 }
 
 // consumer names a bucket's store's consumer, for describe and metrics.
@@ -168,11 +162,7 @@ func (s *Shards) Acquired(bucket int) {
 		g.open(bucket)
 	}
 	for _, st := range s.stores {
-		shard, err := s.coordinator.Buckets().Selector(st.ShardKey(), []int{bucket})
-		if err == nil {
-			err = st.acquire(bucket, shard)
-		}
-		if err != nil {
+		if err := s.acquireIn(st, bucket); err != nil {
 			s.log.Error("bucket acquired, but its store cannot start", zap.Int("bucket", bucket), zap.Error(err))
 		}
 	}
@@ -206,7 +196,7 @@ func NewController[T client.Object](name string, primary *Store[T], r reconcile.
 	if primary == nil {
 		return nil, fmt.Errorf("controller %q: primary store is nil; pass the store fxshard.For returned (check its error)", name)
 	}
-	g := &gate{shards: primary.shards, r: r, store: primary.bucketOfRequest, synced: primary.synced, inflight: map[int]*bucketWork{}}
+	g := &gate{shards: primary.shards, r: r, bucketOf: primary.bucketOfRequest, synced: primary.synced, inflight: map[int]*bucketWork{}}
 	c, err := fxcontroller.NewFor(name, primary, g, append([]fxcontroller.Option{fxcontroller.WithLeaderElection(false)}, opts...)...)
 	if err != nil {
 		return nil, err
@@ -230,10 +220,10 @@ const requeueUnsynced = 200 * time.Millisecond
 type gate struct {
 	shards *Shards
 	r      reconcile.Reconciler
-	// store returns the bucket of a request's object; ok is false when the
-	// object is in no bucket held, err when that cannot be told yet.
-	store  func(reconcile.Request) (bucket int, ok bool, err error)
-	synced func(bucket int) bool
+	// bucketOf returns the bucket of a request's object; ok is false when
+	// the object is in no bucket held, err when that cannot be told yet.
+	bucketOf func(reconcile.Request) (bucket int, ok bool, err error)
+	synced   func(bucket int) bool
 
 	mu       sync.Mutex
 	inflight map[int]*bucketWork
@@ -249,7 +239,7 @@ type bucketWork struct {
 
 // Reconcile implements reconcile.Reconciler.
 func (g *gate) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	bucket, ok, err := g.store(req)
+	bucket, ok, err := g.bucketOf(req)
 	switch {
 	case err != nil:
 		return reconcile.Result{RequeueAfter: requeueUnsynced}, nil

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -196,14 +195,6 @@ func (s *Store[T]) Count() (int, error) {
 		n += c
 	}
 	return n, nil
-}
-
-// ofValue returns the bucket of a shard key's value, hashed as the API
-// server hashes it.
-func (b Buckets) ofValue(value string) int {
-	// HashField always writes 16 hex digits, which parse.
-	hash, _ := strconv.ParseUint(sharding.HashField(value), 16, 64)
-	return b.OfHash(hash)
 }
 
 // bucketOfRequest returns the bucket of req's object: for a namespace

@@ -38,7 +38,7 @@ func TestForRefuses(t *testing.T) {
 			assert.Contains(t, err.Error(), tt.want)
 		})
 	}
-	assert.Empty(t, shards.Stores())
+	assert.Empty(t, shards.Info().Stores)
 	assert.Empty(t, reg.Stores())
 	_, err = fxshard.NewController[*corev1.ConfigMap]("x", nil, nil)
 	require.Error(t, err)

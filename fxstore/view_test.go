@@ -125,6 +125,15 @@ func TestNarrowStoresAreViewsOfTheBroadest(t *testing.T) {
 	assert.Zero(t, testing.AllocsPerRun(100, func() { _, _ = front.Get("a", "x") }), "Get on a view allocates nothing")
 }
 
+// updateConfigMap changes the ConfigMap namespace/name through c.
+func updateConfigMap(t *testing.T, c client.Client, namespace, name string, change func(*corev1.ConfigMap)) {
+	t.Helper()
+	var cm corev1.ConfigMap
+	require.NoError(t, c.Get(t.Context(), client.ObjectKey{Namespace: namespace, Name: name}, &cm))
+	change(&cm)
+	require.NoError(t, c.Update(t.Context(), &cm))
+}
+
 type recorded struct {
 	mu     sync.Mutex
 	events []string
@@ -168,12 +177,7 @@ func TestViewSubscribersSeeWhatTheirSpecSelects(t *testing.T) {
 
 	ctx := context.Background()
 	c := src.Client()
-	update := func(name string, change func(*corev1.ConfigMap)) {
-		var cm corev1.ConfigMap
-		require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: "a", Name: name}, &cm))
-		change(&cm)
-		require.NoError(t, c.Update(ctx, &cm))
-	}
+	update := func(name string, change func(*corev1.ConfigMap)) { updateConfigMap(t, c, "a", name, change) }
 	require.NoError(t, c.Create(ctx, configMap("a", "outside", map[string]string{"tier": "back"}, nil)))
 	update("x", func(cm *corev1.ConfigMap) { cm.Data = map[string]string{"v": "2"} })
 	update("outside", func(cm *corev1.ConfigMap) { cm.Labels["tier"] = "front" })
@@ -311,12 +315,7 @@ func TestMetadataOnlyViewIndexesAndEvents(t *testing.T) {
 
 	ctx := context.Background()
 	c := src.Client()
-	update := func(name string, change func(*corev1.ConfigMap)) {
-		var cm corev1.ConfigMap
-		require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: "a", Name: name}, &cm))
-		change(&cm)
-		require.NoError(t, c.Update(ctx, &cm))
-	}
+	update := func(name string, change func(*corev1.ConfigMap)) { updateConfigMap(t, c, "a", name, change) }
 	update("x", func(cm *corev1.ConfigMap) { cm.Annotations = map[string]string{"v": "2"} })
 	update("y", func(cm *corev1.ConfigMap) { cm.Labels["tier"] = "front" })
 	update("x", func(cm *corev1.ConfigMap) { cm.Labels["tier"] = "back" })

@@ -2,7 +2,6 @@ package sharding_test
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -31,12 +30,16 @@ import (
 	"github.com/fxkube/fxkube/modules/checksum"
 )
 
+// binDir holds the binary buildApp builds; TestMain removes it.
+var binDir string
+
 // buildApp builds cmd/app once for the tests of the package.
 var buildApp = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "fxkube-sharding-")
 	if err != nil {
 		return "", err
 	}
+	binDir = dir
 	bin := filepath.Join(dir, "fxkube")
 	out, err := exec.Command("go", "build", "-o", bin, "github.com/fxkube/fxkube/cmd/app").CombinedOutput()
 	if err != nil {
@@ -49,31 +52,14 @@ var buildApp = sync.OnceValues(func() (string, error) {
 type process struct {
 	name   string
 	cmd    *exec.Cmd
-	logs   *syncBuffer
+	logs   *testenv.Buffer
 	probes string
 	exited chan error
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func startProcess(t *testing.T, bin, kubeconfig, ns, name string) *process {
 	t.Helper()
-	p := &process{name: name, logs: &syncBuffer{}, probes: testenv.LoopbackAddr(t), exited: make(chan error, 1)}
+	p := &process{name: name, logs: &testenv.Buffer{}, probes: testenv.LoopbackAddr(t), exited: make(chan error, 1)}
 	p.cmd = exec.Command(bin, "run", "--kubeconfig", kubeconfig,
 		"--metrics-bind-address", "0", "--health-probe-bind-address", p.probes, "--stop-timeout", "20s",
 		// The example's other controllers run on the leader only; the

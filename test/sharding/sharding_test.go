@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -33,7 +34,18 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(testenv.WithControlPlane(m, controlplane.WithFeatureGates(map[string]bool{"ShardedListAndWatch": true})))
+	goleak.VerifyTestMain(removingBinary{testenv.WithControlPlane(m, controlplane.WithFeatureGates(map[string]bool{"ShardedListAndWatch": true}))})
+}
+
+// removingBinary removes the binary buildApp built once the tests have run.
+type removingBinary struct{ m interface{ Run() int } }
+
+func (r removingBinary) Run() int {
+	code := r.m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	return code
 }
 
 // halves returns the shard selectors of the lower and upper half of the
