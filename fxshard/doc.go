@@ -11,7 +11,7 @@
 // [0, 2^64) into n equal ranges (16 by default): Of gives an object's
 // bucket, and Selector the sharding.Selector of a set of buckets, one
 // shardRange per run of contiguous buckets, for the list and watch of a
-// replica's share or for filtering on the client when the server does not.
+// replica's share, evaluated on the client where the server does not.
 //
 // # Sharded stores and controllers
 //
@@ -31,7 +31,11 @@
 // the API server sends each only its bucket's objects), asked for when the
 // bucket is acquired and dropped when it is given up: one store per
 // bucket, rather than one of all the buckets held, so that a bucket moves
-// without the replica listing its other buckets again. Its reads and its
+// without the replica listing its other buckets again. Where the API
+// server does not apply shard selectors (Shards.Run asks it first, with
+// fxstore.Registry.CheckShardSelectors), each bucket's store is a view of
+// one store of the whole spec instead: every object received once and
+// held, rather than received once per bucket. Its reads and its
 // informer are the union of the buckets' stores. A sharded controller runs
 // on every replica; it drops requests for keys of buckets it does not
 // hold, requeues those of a bucket whose store has not synced, and, when

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -113,8 +114,24 @@ func (s *Shards) Namespace() string {
 func (s *Shards) Coordinator() *Coordinator { return s.coordinator }
 
 // Run takes part in the group until ctx ends, then gives every bucket
-// back; see Coordinator.Run.
-func (s *Shards) Run(ctx context.Context) error { return s.coordinator.Run(ctx) }
+// back; see Coordinator.Run. Before it takes a bucket, it asks whether the
+// API server applies shard selectors to each sharded store's kind: where
+// it does not, each bucket's store is a view of one store of the whole
+// spec, which receives every object once (see
+// fxstore.Registry.CheckShardSelectors), rather than each bucket's store
+// receiving every object. The registry must have started.
+func (s *Shards) Run(ctx context.Context) error {
+	s.mu.Lock()
+	stores := slices.Clone(s.stores)
+	s.mu.Unlock()
+	for _, st := range stores {
+		if _, err := s.registry.CheckShardSelectors(ctx, st.Key()); err != nil {
+			s.log.Warn("cannot tell whether the API server applies shard selectors; each bucket's store drops what arrives outside its bucket",
+				zap.Stringer("store", st.Key()), zap.Error(err))
+		}
+	}
+	return s.coordinator.Run(ctx)
+}
 
 func (s *Shards) add(st sharded) error {
 	if s.err != nil {

@@ -86,12 +86,17 @@ func (s *Store[T]) acquire(bucket int, shard sharding.Selector) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.informer.addBucket(bucket, st.Informer()); err != nil {
-		return errors.Join(fmt.Errorf("sharded store %s: bucket %d: %w", s.key, bucket, err), s.shards.registry.Drop(st.Key()))
-	}
-	next := maps.Clone(*s.stores.Load())
+	// Reads see the bucket before its objects reach the handlers: a
+	// bucket's store that is a view of a synced one replays them at once,
+	// and the controller reads each to tell its bucket.
+	prev := *s.stores.Load()
+	next := maps.Clone(prev)
 	next[bucket] = st
 	s.stores.Store(&next)
+	if err := s.informer.addBucket(bucket, st.Informer()); err != nil {
+		s.stores.Store(&prev)
+		return errors.Join(fmt.Errorf("sharded store %s: bucket %d: %w", s.key, bucket, err), s.shards.registry.Drop(st.Key()))
+	}
 	return nil
 }
 

@@ -12,6 +12,8 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -132,6 +134,22 @@ func (c *ClusterSource) Bind(ctx context.Context, key Key) (Binding, error) {
 	return Binding{ListerWatcher: lw, Resource: gr}, nil
 }
 
+// AppliesShardSelectors implements ShardSelectorChecker: it lists one
+// object with key's shard selector and reports whether the API server says
+// it applied it (the list's metadata.shardInfo). The list is unstructured,
+// whatever the key's projection: kube-apiserver v1.37 leaves shardInfo out
+// of metadata-only lists.
+func (c *ClusterSource) AppliesShardSelectors(ctx context.Context, key Key) (bool, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(key.Kind.GroupVersion().WithKind(key.Kind.Kind + "List"))
+	err := c.client.List(ctx, list, &client.ListOptions{Namespace: key.Namespace, Limit: 1, Raw: &metav1.ListOptions{ShardSelector: key.Shard}})
+	if err != nil {
+		return false, err
+	}
+	_, applied, err := unstructured.NestedFieldNoCopy(list.Object, "metadata", "shardInfo")
+	return applied, err
+}
+
 // restMapping resolves gvk through the REST mapper, which discovers what it
 // does not know yet. The first lookup of each group version runs alone, as
 // Registry.Start binds every store at once: controller-runtime's mapper
@@ -176,19 +194,27 @@ func (c *ClusterSource) checkAccess(ctx context.Context, gr schema.GroupResource
 		}
 	}
 	key := accessKey{gr, namespace}
-	check := &accessCheck{}
-	check.run = sync.OnceValue(func() error { return c.reviewAccess(ctx, gr, namespace) })
-	v, _ := c.access.LoadOrStore(key, check)
-	check = v.(*accessCheck)
-	err := check.run()
-	if err != nil {
+	for {
+		check := &accessCheck{}
+		check.run = sync.OnceValue(func() error { return c.reviewAccess(ctx, gr, namespace) })
+		v, _ := c.access.LoadOrStore(key, check)
+		check = v.(*accessCheck)
+		err := check.run()
+		if err == nil {
+			return nil
+		}
 		c.access.CompareAndDelete(key, check)
+		// The review ran in the context of the store that asked first. If
+		// that one ended (a store dropped while binding: a bucket given
+		// up) and this one's has not, ask again in this one's.
+		if ctx.Err() != nil || !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
 	}
-	return err
 }
 
 // accessCheck is one review of access, shared by the stores that ask for
-// it at once.
+// it at once; it runs in the context of the first.
 type accessCheck struct{ run func() error }
 
 func (c *ClusterSource) reviewAccess(ctx context.Context, gr schema.GroupResource, namespace string) error {

@@ -2,6 +2,7 @@ package fxstore_test
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -33,10 +34,14 @@ import (
 // says otherwise; it counts the requests it gets by path, and the access
 // reviews by resource and namespace.
 type discoveryServer struct {
-	deny     func(*authorizationv1.ResourceAttributes) bool
-	mu       sync.Mutex
-	requests map[string]int
-	reviews  map[string]int
+	deny func(*authorizationv1.ResourceAttributes) bool
+	// reviewing, when set, is told of each access review, which then waits
+	// until it is closed or the request ends.
+	reviewing chan<- struct{}
+	hold      chan struct{}
+	mu        sync.Mutex
+	requests  map[string]int
+	reviews   map[string]int
 }
 
 func (s *discoveryServer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -89,6 +94,14 @@ func (s *discoveryServer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		if err := json.NewDecoder(req.Body).Decode(&review); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
+		}
+		if s.reviewing != nil {
+			s.reviewing <- struct{}{}
+			select {
+			case <-s.hold:
+			case <-req.Context().Done():
+				return
+			}
 		}
 		ra := review.Spec.ResourceAttributes
 		s.mu.Lock()
@@ -220,6 +233,46 @@ func TestClusterSourceLooksUpFirstAlone(t *testing.T) {
 	defer mapper.mu.Unlock()
 	require.GreaterOrEqual(t, mapper.lookups, len(keys))
 	require.Zero(t, mapper.overlapped, "lookups while the first ran")
+}
+
+// Stores bound at once share one access review; when the store that asked
+// first is dropped while it runs (its context ends: a bucket given up),
+// the others ask again rather than fail with its context's error.
+func TestClusterSourceReviewOutlivesAStoreDropped(t *testing.T) {
+	reviewing := make(chan struct{}, 8)
+	server := &discoveryServer{requests: map[string]int{}, reviewing: reviewing, hold: make(chan struct{})}
+	ts := httptest.NewServer(server)
+	t.Cleanup(ts.Close)
+	cfg := &rest.Config{Host: ts.URL, QPS: -1, ContentConfig: rest.ContentConfig{ContentType: "application/json"}}
+	conn, err := connection.New(cfg, clientgoscheme.Scheme)
+	require.NoError(t, err)
+	t.Cleanup(conn.HTTPClient.CloseIdleConnections)
+	src := fxstore.NewClusterSource(conn.Client)
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	dropped, err := fxstore.KeyFor[*corev1.ConfigMap](r, fxstore.Spec{Namespace: "a", LabelSelector: "shard=0"})
+	require.NoError(t, err)
+	kept, err := fxstore.KeyFor[*corev1.ConfigMap](r, fxstore.Spec{Namespace: "a", LabelSelector: "shard=1"})
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	first := make(chan error, 1)
+	go func() { _, err := src.Bind(ctx, dropped); first <- err }()
+	<-reviewing // the first store's review (list and watch) is running
+	<-reviewing
+	second := make(chan error, 1)
+	go func() { _, err := src.Bind(t.Context(), kept); second <- err }()
+	time.Sleep(50 * time.Millisecond) // the second waits for the first's review
+	cancel()
+	require.ErrorIs(t, <-first, context.Canceled)
+	for range 2 {
+		select {
+		case <-reviewing: // the second asks again
+		case err := <-second:
+			t.Fatalf("the second store did not ask again: %v", err)
+		}
+	}
+	close(server.hold)
+	require.NoError(t, <-second, "the second store binds")
 }
 
 // A store in one namespace takes the answer for its resource in all

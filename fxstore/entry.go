@@ -31,7 +31,8 @@ type entry struct {
 	informer cache.SharedIndexInformer
 	lw       lazyListerWatcher
 
-	// Set before the informer runs and read-only afterwards.
+	// Set before the informer runs and read-only afterwards; a view's
+	// resource, its parent's, once it has synced.
 	resource   schema.GroupResource
 	notSynced  error
 	transform  Transform
@@ -57,6 +58,11 @@ type entry struct {
 	// parsed is the key with its selectors parsed, once planning views
 	// needs it; guarded by the registry's lock.
 	parsed *parsedKey
+	// whole is, for a sharded store served from the store of its whole
+	// spec, that store; shardViews counts such shards of a whole store.
+	// Both are guarded by the registry's lock.
+	whole      *entry
+	shardViews int
 
 	synced   atomic.Bool
 	syncedCh chan struct{}
@@ -211,6 +217,9 @@ func (e *entry) awaitSync(ctx context.Context, done <-chan struct{}) {
 	case <-done:
 	case <-ctx.Done():
 		return
+	}
+	if v := e.view.Load(); v != nil {
+		e.resource = v.parent.resource // bound before it synced
 	}
 	d := time.Since(e.startedAt)
 	e.mu.Lock()
@@ -384,10 +393,11 @@ func (e *entry) info() StoreInfo {
 		Indexes:   indexes,
 		Late:      e.late,
 		Status: StoreStatus{
-			Synced:       e.synced.Load(),
-			SyncDuration: e.syncedIn,
-			LastError:    e.lastErr,
-			OutsideShard: e.outsideShard.Load(),
+			Synced:        e.synced.Load(),
+			SyncDuration:  e.syncedIn,
+			LastError:     e.lastErr,
+			OutsideShard:  e.outsideShard.Load(),
+			ShardOnClient: e.key.Shard != "" && (viewOf != nil || e.outsideShard.Load() > 0),
 		},
 	}
 }

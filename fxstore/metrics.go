@@ -23,6 +23,8 @@ var (
 		"1 for a store served as a view of the store view_of (no informer of its own), else 0.", []string{"store", "view_of"}, nil)
 	outsideShardDesc = prometheus.NewDesc("fxkube_store_shard_filtered_on_client_total",
 		"Objects a sharded store received outside its shard and dropped: above 0, the API server does not apply shard selectors (ShardedListAndWatch off).", []string{"store"}, nil)
+	shardOnClientDesc = prometheus.NewDesc("fxkube_store_shard_on_client",
+		"1 for a sharded store whose shard is selected on the client, as the API server does not apply shard selectors (ShardedListAndWatch off): a view of the store of its whole spec, or dropping what arrives outside its shard; else 0.", []string{"store"}, nil)
 	lateDesc = prometheus.NewDesc("fxkube_store_started_late",
 		"1 when the store was started after every store had synced, on a first read of its kind, else 0.", []string{"store", "requested_by"}, nil)
 )
@@ -30,7 +32,7 @@ var (
 // Describe implements prometheus.Collector; the registry reports its stores'
 // metrics, labelled by store key, when registered with a Prometheus registry.
 func (r *Registry) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{objectsDesc, receivedDesc, errorsDesc, syncedDesc, syncDurationDesc, consumersDesc, viewDesc, lateDesc, outsideShardDesc} {
+	for _, d := range []*prometheus.Desc{objectsDesc, receivedDesc, errorsDesc, syncedDesc, syncDurationDesc, consumersDesc, viewDesc, lateDesc, outsideShardDesc, shardOnClientDesc} {
 		ch <- d
 	}
 }
@@ -68,6 +70,11 @@ func (r *Registry) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(lateDesc, prometheus.GaugeValue, late, store, requestedBy)
 		if e.key.Shard != "" {
 			ch <- prometheus.MustNewConstMetric(outsideShardDesc, prometheus.CounterValue, float64(info.Status.OutsideShard), store)
+			onClient := 0.0
+			if info.Status.ShardOnClient {
+				onClient = 1
+			}
+			ch <- prometheus.MustNewConstMetric(shardOnClientDesc, prometheus.GaugeValue, onClient, store)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -44,6 +45,9 @@ type Registry struct {
 	// src and runCtx start stores requested after Start.
 	src    Source
 	runCtx context.Context
+	// shardsIgnored holds the kinds whose shard selectors the API server
+	// does not apply, as CheckShardSelectors found.
+	shardsIgnored map[schema.GroupKind]bool
 	// delays are what WaitForSync waits for besides stores, by name.
 	delays  map[int]string
 	delayID int
@@ -67,10 +71,11 @@ func WithLogger(l *zap.Logger) RegistryOption {
 // through scheme.
 func NewRegistry(scheme *k8sruntime.Scheme, opts ...RegistryOption) *Registry {
 	r := &Registry{
-		scheme:  scheme,
-		log:     zap.NewNop(),
-		entries: make(map[Key]*entry),
-		changed: make(chan struct{}),
+		scheme:        scheme,
+		log:           zap.NewNop(),
+		entries:       make(map[Key]*entry),
+		shardsIgnored: make(map[schema.GroupKind]bool),
+		changed:       make(chan struct{}),
 	}
 	for _, o := range opts {
 		o(r)
@@ -288,25 +293,76 @@ func (r *Registry) register(typ reflect.Type, spec Spec, req request) (*entry, e
 		return nil, fmt.Errorf("store %s requested by %s: %w", key, req.consumer, err)
 	}
 	if !ok {
-		r.entries[key] = e
-		r.order = append(r.order, e)
-		if r.started {
-			e.late = r.synced
-			if p := r.lateParent(e); p != nil && e.serveAsView(p) {
-				e.resource, e.startedAt = p.resource, time.Now()
-				r.wg.Go(func() { e.awaitSync(r.runCtx, p.syncedCh) })
-			} else {
-				r.startLate(e)
-			}
-			// WaitForSync waits for it too.
-			r.signalLocked()
-		}
+		r.addLocked(e)
 	}
 	if !req.indexOnly {
 		r.requests++
 		e.refs++
 	}
 	return e, nil
+}
+
+// addLocked adds a new store to the registry and, after Start, starts it:
+// as a view of a running store that covers it, or with an informer of its
+// own. A sharded store whose kind's shard selectors the API server ignores
+// (CheckShards) is a view of the store of its whole spec. The registry's
+// lock is held.
+func (r *Registry) addLocked(e *entry) {
+	r.entries[e.key] = e
+	r.order = append(r.order, e)
+	if !r.started {
+		return
+	}
+	e.late = r.synced
+	switch p := r.lateParent(e); {
+	case p != nil && e.serveAsView(p):
+		e.startedAt = time.Now()
+		r.wg.Go(func() { e.awaitSync(r.runCtx, p.syncedCh) })
+	case !r.serveShardFromWhole(e):
+		r.startLate(e)
+	}
+	// WaitForSync waits for it too.
+	r.signalLocked()
+}
+
+// serveShardFromWhole makes sharded store e, when the API server ignores
+// its kind's shard selectors, a view of the store of its whole spec (made
+// for it if no one asked for that spec): one list and watch of every
+// object, rather than one per shard, each receiving every object. Each
+// such shard holds a request for the whole store, dropped with it. It
+// reports whether e is now such a view. The registry's lock is held.
+func (r *Registry) serveShardFromWhole(e *entry) bool {
+	if e.key.Shard == "" || !r.shardsIgnored[e.key.Kind.GroupKind()] || e.pinned {
+		return false
+	}
+	wholeKey := e.key
+	wholeKey.Shard = ""
+	whole, ok := r.entries[wholeKey]
+	if !ok {
+		whole = newEntry(wholeKey, e.example, e.transform, r)
+		whole.consumers = []string{"fxstore, for the shards of this spec: the API server does not apply shard selectors"}
+		r.addLocked(whole)
+	}
+	parent := whole
+	if v := whole.view.Load(); v != nil {
+		parent = v.parent
+	}
+	if parent.bindFailure() != nil || !e.serveAsView(parent) {
+		if !ok {
+			r.forgetLocked(whole)
+		}
+		return false
+	}
+	whole.refs++
+	if whole.shardViews++; whole.shardViews == 1 {
+		r.log.Warn("the API server does not apply shard selectors; the shards of this store are views of it, which receives and holds every object",
+			zap.Stringer("store", wholeKey), zap.String("fix", "enable kube-apiserver's ShardedListAndWatch feature gate (alpha since Kubernetes 1.36)"))
+	}
+	e.whole = whole
+	e.startedAt = time.Now()
+	ctx := e.runContext(r.runCtx)
+	r.wg.Go(func() { e.awaitSync(ctx, parent.syncedCh) })
+	return true
 }
 
 // lateParent returns the broadest running store that covers e, a store
@@ -359,6 +415,45 @@ func (r *Registry) startLate(e *entry) {
 	})
 }
 
+// CheckShardSelectors asks the source whether the API server applies shard
+// selectors (KEP-5866) to the objects of key's kind, and records the answer
+// for the sharded stores of the kind requested afterwards: when it does,
+// each lists and watches its shard; when it does not (kube-apiserver's
+// ShardedListAndWatch feature gate is off), each is a view of the store of
+// its whole spec, which lists and watches every object once, rather than
+// each shard receiving every object. The source asks with key's shard
+// selector, or one of its own when key has none. fxshard checks the kind
+// of each sharded store before it takes buckets. Without an answer (an
+// error, or a source that cannot tell) nothing is recorded: sharded stores
+// then drop on the client what arrives outside their shard.
+func (r *Registry) CheckShardSelectors(ctx context.Context, key Key) (applied bool, err error) {
+	r.mu.Lock()
+	src := r.src
+	r.mu.Unlock()
+	if src == nil {
+		return false, fmt.Errorf("store %s: check shard selectors after the registry has started", key)
+	}
+	checker, ok := src.(ShardSelectorChecker)
+	if !ok {
+		return false, fmt.Errorf("store %s: the source %T cannot tell whether the API server applies shard selectors", key, src)
+	}
+	if key.Shard == "" {
+		key.Shard = probeShard
+	}
+	applied, err = checker.AppliesShardSelectors(ctx, key)
+	if err != nil {
+		return false, fmt.Errorf("store %s: check whether the API server applies shard selectors: %w", key, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if applied {
+		delete(r.shardsIgnored, key.Kind.GroupKind())
+	} else {
+		r.shardsIgnored[key.Kind.GroupKind()] = true
+	}
+	return applied, nil
+}
+
 // Drop stops a sharded store and forgets it once each request for it has
 // been dropped: for a shard whose objects this process no longer handles.
 // Its Store values read as not synced afterwards; asking for the same spec
@@ -374,10 +469,31 @@ func (r *Registry) Drop(key Key) error {
 	case key.Shard == "":
 		return fmt.Errorf("store %s is not sharded; only sharded stores can be dropped", key)
 	}
+	r.releaseLocked(e)
+	return nil
+}
+
+// releaseLocked drops one request for e, and e once none is left, with
+// the request a shard served from e's whole spec holds. The registry's
+// lock is held.
+func (r *Registry) releaseLocked(e *entry) {
 	if e.refs--; e.refs > 0 {
-		return nil
+		return
 	}
-	delete(r.entries, key)
+	r.forgetLocked(e)
+	if v := e.view.Load(); v != nil {
+		v.close()
+	}
+	if w := e.whole; w != nil {
+		w.shardViews--
+		r.releaseLocked(w)
+	}
+}
+
+// forgetLocked stops e and removes it from the registry. The registry's
+// lock is held.
+func (r *Registry) forgetLocked(e *entry) {
+	delete(r.entries, e.key)
 	r.order = slices.DeleteFunc(r.order, func(o *entry) bool { return o == e })
 	e.synced.Store(false)
 	if e.stop != nil {
@@ -385,7 +501,6 @@ func (r *Registry) Drop(key Key) error {
 	}
 	r.log.Info("store dropped", zap.Stringer("store", e.key))
 	r.signalLocked()
-	return nil
 }
 
 var (
@@ -451,6 +566,11 @@ type StoreStatus struct {
 	// its shard and dropped: above 0, the API server does not apply shard
 	// selectors.
 	OutsideShard int64
+	// ShardOnClient reports that a sharded store's shard is selected on
+	// the client, as the API server does not apply shard selectors: the
+	// store is a view of the store of its whole spec (ViewOf), or drops
+	// what arrives outside its shard (OutsideShard).
+	ShardOnClient bool
 }
 
 // Stores describes every store, in the order they were first requested.
@@ -551,7 +671,7 @@ func (r *Registry) Start(ctx context.Context, src Source) error {
 	}
 	for _, e := range views {
 		parent := e.view.Load().parent
-		e.resource, e.startedAt = parent.resource, now
+		e.startedAt = now
 		r.wg.Go(func() { e.awaitSync(runCtx, parent.syncedCh) })
 	}
 	r.log.Info("stores started", zap.Int("stores", len(entries)+len(views)), zap.Int("informers", len(entries)), zap.Int("requests", r.requests))

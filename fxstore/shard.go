@@ -17,6 +17,10 @@ const (
 // shardEnd is the exclusive end of the hash space, 2^64.
 const shardEnd = "0x10000000000000000"
 
+// probeShard is the shard selector CheckShardSelectors asks with when it
+// is given none: the lower half of the uids.
+const probeShard = "shardRange(" + ShardByUID + ", '0x0000000000000000', '0x8000000000000000')"
+
 // CanonicalShardSelector checks a shard selector and returns its wire form,
 // the ListOptions.shardSelector the API server takes ("" for none): every
 // range on one key, ShardByUID or ShardByNamespace, with bounds of "0x" and

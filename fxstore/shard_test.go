@@ -6,6 +6,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/sharding"
@@ -142,4 +145,156 @@ func TestDropShardedStore(t *testing.T) {
 	err = r.Drop(all.Key())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "only sharded stores can be dropped")
+}
+
+// Where the API server ignores shard selectors, sharded stores are views of
+// the store of their whole spec: one list and watch of every object, not
+// one per shard. The whole store is made for them if no one asked for it,
+// and dropped with the last of them; a shard dropped stops its handlers and
+// can be asked for again.
+func TestShardsServedFromWholeStore(t *testing.T) {
+	lower := sharding.NewSelector(shardRange(fxstore.ShardByUID, "0x0000000000000000", "0x8000000000000000"))
+	upper := sharding.NewSelector(shardRange(fxstore.ShardByUID, "0x8000000000000000", "0x10000000000000000"))
+	newCM := func(name string) *corev1.ConfigMap {
+		cm := configMap("a", name, map[string]string{"app": "x"}, nil)
+		cm.UID = uuid.NewUUID()
+		return cm
+	}
+	objs := make([]client.Object, 40)
+	for i := range objs {
+		objs[i] = newCM(fmt.Sprintf("cm-%d", i))
+	}
+	start := func(t *testing.T) (*fxstore.Registry, *fxstoretest.Source, *observer.ObservedLogs) {
+		core, logs := observer.New(zapcore.WarnLevel)
+		r := fxstore.NewRegistry(clientgoscheme.Scheme, fxstore.WithLogger(zap.New(core)))
+		src := fxstoretest.NewSource(clientgoscheme.Scheme, objs...)
+		src.IgnoreShardSelectors()
+		fxstoretest.Start(t, r, src)
+		return r, src, logs
+	}
+	spec := func(shard sharding.Selector) fxstore.Spec { return fxstore.Spec{LabelSelector: "app=x", Shard: shard} }
+	names := func(t *testing.T, s *fxstore.Store[*corev1.ConfigMap]) []string {
+		t.Helper()
+		list, err := s.List()
+		require.NoError(t, err)
+		out := make([]string, len(list))
+		for i, o := range list {
+			out[i] = o.Name
+		}
+		return out
+	}
+	inShard := func(sel sharding.Selector, list []client.Object) []string {
+		var out []string
+		for _, o := range list {
+			if ok, _ := sel.Matches(o); ok {
+				out = append(out, o.GetName())
+			}
+		}
+		return out
+	}
+
+	t.Run("made for the shards", func(t *testing.T) {
+		r, src, logs := start(t)
+		applied, err := r.CheckShardSelectors(t.Context(), fxstore.Key{Kind: corev1.SchemeGroupVersion.WithKind("ConfigMap")})
+		require.NoError(t, err)
+		require.False(t, applied)
+		lo, err := fxstore.For[*corev1.ConfigMap](r, spec(lower))
+		require.NoError(t, err)
+		hi, err := fxstore.For[*corev1.ConfigMap](r, spec(upper))
+		require.NoError(t, err)
+		require.NoError(t, r.WaitForStore(t.Context(), lo.Key()))
+		require.NoError(t, r.WaitForStore(t.Context(), hi.Key()))
+
+		wholeKey := lo.Key()
+		wholeKey.Shard = ""
+		infos := r.Stores()
+		require.Len(t, infos, 3, "the two shards and the store of their whole spec")
+		for _, info := range infos {
+			if info.Key == wholeKey {
+				assert.Nil(t, info.ViewOf, "the whole store has the informer")
+				assert.Equal(t, []string{"fxstore, for the shards of this spec: the API server does not apply shard selectors"}, info.Consumers)
+				continue
+			}
+			require.NotNil(t, info.ViewOf, "%s", info.Key)
+			assert.Equal(t, wholeKey, *info.ViewOf, "%s is a view of the whole store", info.Key)
+			assert.True(t, info.Status.ShardOnClient)
+			assert.Zero(t, info.Status.OutsideShard, "nothing arrives at a view to drop")
+		}
+		assert.ElementsMatch(t, inShard(lower, objs), names(t, lo))
+		assert.ElementsMatch(t, inShard(upper, objs), names(t, hi))
+		assert.Len(t, logs.FilterMessageSnippet("does not apply shard selectors").All(), 1, "said once, for the whole store")
+
+		// A dropped shard's handlers hear nothing more; asked for again,
+		// it is a view again, of the same objects.
+		var events recorded
+		sub, err := lo.Subscribe(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) { events.add(obj.(*corev1.ConfigMap).Name) }})
+		require.NoError(t, err)
+		require.NoError(t, sub.WaitForSync(t.Context()))
+		assert.ElementsMatch(t, inShard(lower, objs), events.get(), "the shard's objects, and only those")
+		require.NoError(t, r.Drop(lo.Key()))
+		var added []client.Object
+		for i := range 20 {
+			cm := newCM(fmt.Sprintf("new-%d", i))
+			require.NoError(t, src.Client().Create(t.Context(), cm))
+			added = append(added, cm)
+		}
+		require.NotEmpty(t, inShard(lower, added))
+		eventually(t, func() bool { return len(names(t, hi)) == len(inShard(upper, append(objs, added...))) })
+		assert.ElementsMatch(t, inShard(lower, objs), events.get(), "a dropped shard's handlers hear nothing more")
+		lo, err = fxstore.For[*corev1.ConfigMap](r, spec(lower))
+		require.NoError(t, err)
+		require.NoError(t, r.WaitForStore(t.Context(), lo.Key()))
+		assert.ElementsMatch(t, inShard(lower, append(objs, added...)), names(t, lo))
+
+		// The whole store goes with the last shard.
+		require.NoError(t, r.Drop(lo.Key()))
+		require.NoError(t, r.Drop(hi.Key()))
+		assert.Empty(t, r.Stores())
+	})
+
+	t.Run("asked for by a module too", func(t *testing.T) {
+		r, _, _ := start(t)
+		whole, err := fxstore.For[*corev1.ConfigMap](r, spec(nil))
+		require.NoError(t, err)
+		_, err = r.CheckShardSelectors(t.Context(), whole.Key())
+		require.NoError(t, err)
+		lo, err := fxstore.For[*corev1.ConfigMap](r, spec(lower))
+		require.NoError(t, err)
+		require.NoError(t, r.WaitForStore(t.Context(), lo.Key()))
+		infos := r.Stores()
+		require.Len(t, infos, 2)
+		require.NotNil(t, infos[1].ViewOf)
+		assert.Equal(t, whole.Key(), *infos[1].ViewOf)
+		assert.ElementsMatch(t, inShard(lower, objs), names(t, lo))
+		require.NoError(t, r.Drop(lo.Key()))
+		require.Len(t, r.Stores(), 1, "the module's store stays")
+		n, err := whole.Count()
+		require.NoError(t, err)
+		assert.Equal(t, len(objs), n)
+	})
+
+	t.Run("where the API server applies them", func(t *testing.T) {
+		r := fxstore.NewRegistry(clientgoscheme.Scheme)
+		whole, err := fxstore.For[*corev1.ConfigMap](r, spec(nil))
+		require.NoError(t, err)
+		fxstoretest.Start(t, r, fxstoretest.NewSource(clientgoscheme.Scheme, objs...))
+		applied, err := r.CheckShardSelectors(t.Context(), whole.Key())
+		require.NoError(t, err)
+		require.True(t, applied)
+		lo, err := fxstore.For[*corev1.ConfigMap](r, spec(lower))
+		require.NoError(t, err)
+		require.NoError(t, r.WaitForStore(t.Context(), lo.Key()))
+		for _, info := range r.Stores() {
+			assert.Nil(t, info.ViewOf, "%s: the API server selects the shard; it lists and watches its own", info.Key)
+			assert.False(t, info.Status.ShardOnClient)
+		}
+		assert.ElementsMatch(t, inShard(lower, objs), names(t, lo))
+	})
+
+	t.Run("before start", func(t *testing.T) {
+		r := fxstore.NewRegistry(clientgoscheme.Scheme)
+		_, err := r.CheckShardSelectors(t.Context(), fxstore.Key{Kind: corev1.SchemeGroupVersion.WithKind("ConfigMap")})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "after the registry has started")
+	})
 }

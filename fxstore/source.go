@@ -24,6 +24,15 @@ type Binding struct {
 	Resource schema.GroupResource
 }
 
+// ShardSelectorChecker is a Source that can tell whether the API server
+// applies shard selectors to the objects of a kind, for
+// Registry.CheckShardSelectors. ClusterSource is one.
+type ShardSelectorChecker interface {
+	// AppliesShardSelectors reports whether the API server applies the
+	// shard selector of key (a sharded key) to key's objects.
+	AppliesShardSelectors(ctx context.Context, key Key) (bool, error)
+}
+
 // bindPlanner is a Source that Registry.Start tells, before binding them
 // at once, which stores it binds, such as ClusterSource, which then asks
 // the API server less.

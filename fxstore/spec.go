@@ -47,11 +47,15 @@ type Spec struct {
 	// Shard restricts the store to one shard of the objects: those whose
 	// shard key (ShardByUID or ShardByNamespace) hashes into the
 	// selector's ranges (KEP-5866, sharding.NewSelector). The API server
-	// filters when its ShardedListAndWatch feature gate is on; when it does
-	// not, the store filters on the client, logs it once and reports it in
-	// fxkube_store_shard_filtered_on_client_total: it holds the same objects, but
-	// receives all of them. A sharded store is never served from a broader
-	// store, nor serves one. Defaults to every object.
+	// filters when its ShardedListAndWatch feature gate is on. When it does
+	// not, and Registry.CheckShardSelectors has found so, a sharded store
+	// asked for afterwards is a view of the store of its whole spec (one
+	// list and watch of every object for all the shards); otherwise the
+	// store filters on the client, logs it once and reports it in
+	// fxkube_store_shard_filtered_on_client_total: it holds the same
+	// objects, but receives all of them. Else a sharded store is never
+	// served from a broader store, and never serves one. Defaults to every
+	// object.
 	Shard sharding.Selector
 }
 

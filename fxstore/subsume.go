@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -356,18 +357,12 @@ func KeyMatcher(key Key) (func(client.Object) bool, error) {
 			return nil, fmt.Errorf("field %q cannot be selected on the client; only metadata.name and metadata.namespace can", r.Field)
 		}
 	}
-	namespace := key.Namespace
 	lreqs, _ := sel.Requirements()
-	matchLabels := labelMatchers(lreqs)
 	inShard, err := shardMatcher(key)
 	if err != nil {
 		return nil, err
 	}
-	if inShard != nil {
-		match := keyMatcher(namespace, reqs, matchLabels)
-		return func(obj client.Object) bool { return match(obj) && inShard(obj) }, nil
-	}
-	return keyMatcher(namespace, reqs, matchLabels), nil
+	return viewSelection{namespace: key.Namespace, fields: reqs, labels: lreqs, inShard: inShard}.matcher(), nil
 }
 
 func keyMatcher(namespace string, reqs fields.Requirements, matchLabels []func(map[string]string) bool) func(client.Object) bool {
@@ -429,13 +424,16 @@ type viewSelection struct {
 	namespace string              // "" when the broader store's is the view's
 	fields    fields.Requirements // on metadata.name and metadata.namespace
 	labels    labels.Requirements // those broad's do not imply
+	// inShard is the view's shard, when it has one and the broader store
+	// has none (see Registry.CheckShardSelectors); else nil.
+	inShard func(k8sruntime.Object) bool
 }
 
 // viewSelectionOf returns what narrow selects of broad's objects, or why
 // the client cannot select it.
 func viewSelectionOf(broad, narrow *parsedKey) (viewSelection, error) {
-	if broad.Shard != "" || narrow.Shard != "" {
-		return viewSelection{}, errors.New("a sharded store is no view")
+	if broad.Shard != "" {
+		return viewSelection{}, errors.New("a sharded store has no views")
 	}
 	if broad.labels == nil || narrow.labels == nil {
 		return viewSelection{}, fmt.Errorf("labels %q or %q do not parse", broad.LabelSelector, narrow.LabelSelector)
@@ -450,6 +448,11 @@ func viewSelectionOf(broad, narrow *parsedKey) (viewSelection, error) {
 		}
 	}
 	sel := viewSelection{namespace: narrow.Namespace, fields: rest}
+	inShard, err := shardMatcher(narrow.Key)
+	if err != nil {
+		return viewSelection{}, err
+	}
+	sel.inShard = inShard
 	if broad.Namespace == narrow.Namespace {
 		sel.namespace = ""
 	}
@@ -465,11 +468,15 @@ func viewSelectionOf(broad, narrow *parsedKey) (viewSelection, error) {
 // matcher returns KeyMatcher's function for the view: it evaluates only
 // what the broader store does not select.
 func (s viewSelection) matcher() func(client.Object) bool {
-	return keyMatcher(s.namespace, s.fields, labelMatchers(s.labels))
+	match := keyMatcher(s.namespace, s.fields, labelMatchers(s.labels))
+	if s.inShard == nil {
+		return match
+	}
+	return func(obj client.Object) bool { return match(obj) && s.inShard(obj) }
 }
 
 // namespaceOnly reports whether the view selects by namespace alone, or
 // selects every object of the broader store when its namespace is "".
 func (s viewSelection) namespaceOnly() bool {
-	return len(s.fields) == 0 && len(s.labels) == 0
+	return len(s.fields) == 0 && len(s.labels) == 0 && s.inShard == nil
 }

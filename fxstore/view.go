@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +16,7 @@ import (
 // view serves a store from the informer of a broader one (its parent),
 // filtered: no informer, no watch and no copy of its own.
 type view struct {
+	key    Key
 	parent *entry
 	match  func(client.Object) bool
 	// project makes the view's objects from the parent's: nil when they are
@@ -33,12 +35,13 @@ type view struct {
 // namespace only lists from parent's own namespace index.
 func newView(parent *entry, key Key, sel viewSelection, project *metadataProjection, indexNames map[string]string) (*view, error) {
 	match := sel.matcher()
-	v := &view{parent: parent, match: match, project: project}
+	v := &view{key: key, parent: parent, match: match, project: project}
 	x := &viewIndexer{Indexer: parent.informer.GetIndexer(), match: v.matches, project: project, indexNames: indexNames}
 	if sel.namespaceOnly() {
 		x.namespace, x.byNamespace = sel.namespace, true
-	} else {
-		x.index = "fxstore view " + key.String()
+	} else if x.index = "fxstore view " + key.String(); parent.informer.GetIndexer().GetIndexers()[x.index] == nil {
+		// A view of the same key before it (a shard given up and taken
+		// again) left its index, of the same function: it is kept.
 		err := parent.informer.AddIndexers(cache.Indexers{x.index: func(obj any) ([]string, error) {
 			o, ok := obj.(client.Object)
 			if !ok || !match(o) {
@@ -51,8 +54,20 @@ func newView(parent *entry, key Key, sel viewSelection, project *metadataProject
 		}
 	}
 	v.indexer = x
-	v.shared = &viewInformer{SharedIndexInformer: parent.informer, view: v}
+	v.shared = &viewInformer{SharedIndexInformer: parent.informer, view: v, regs: make(map[cache.ResourceEventHandlerRegistration]struct{})}
 	return v, nil
+}
+
+// close ends the view, as Registry.Drop does: its handlers leave the
+// parent's informer. Its index stays there, for a view of the same key.
+func (v *view) close() {
+	v.shared.mu.Lock()
+	defer v.shared.mu.Unlock()
+	for reg := range v.shared.regs {
+		_ = v.parent.informer.RemoveEventHandler(reg)
+	}
+	clear(v.shared.regs)
+	v.shared.closed = true
 }
 
 // allNamespaces is the value a view's index files every object under; no
@@ -236,23 +251,49 @@ func (x *viewIndexer) Bookmark(string) {}
 type viewInformer struct {
 	cache.SharedIndexInformer // the parent's
 	view                      *view
+
+	// regs are the handlers added through the view, which leave the
+	// parent's informer when the view closes (closed).
+	mu     sync.Mutex
+	regs   map[cache.ResourceEventHandlerRegistration]struct{}
+	closed bool
 }
 
 var _ cache.SharedIndexInformer = (*viewInformer)(nil)
 
 // AddEventHandler implements cache.SharedInformer.
 func (i *viewInformer) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
-	return i.SharedIndexInformer.AddEventHandler(i.handler(h))
+	return i.AddEventHandlerWithOptions(h, cache.HandlerOptions{})
 }
 
 // AddEventHandlerWithResyncPeriod implements cache.SharedInformer.
 func (i *viewInformer) AddEventHandlerWithResyncPeriod(h cache.ResourceEventHandler, resync time.Duration) (cache.ResourceEventHandlerRegistration, error) {
-	return i.SharedIndexInformer.AddEventHandlerWithResyncPeriod(i.handler(h), resync)
+	return i.AddEventHandlerWithOptions(h, cache.HandlerOptions{ResyncPeriod: &resync})
 }
 
 // AddEventHandlerWithOptions implements cache.SharedInformer.
 func (i *viewInformer) AddEventHandlerWithOptions(h cache.ResourceEventHandler, o cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
-	return i.SharedIndexInformer.AddEventHandlerWithOptions(i.handler(h), o)
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.closed {
+		return nil, fmt.Errorf("fxstore: store %s was dropped; ask for it again", i.view.key)
+	}
+	reg, err := i.SharedIndexInformer.AddEventHandlerWithOptions(i.handler(h), o)
+	if err == nil {
+		i.regs[reg] = struct{}{}
+	}
+	return reg, err
+}
+
+// RemoveEventHandler implements cache.SharedInformer.
+func (i *viewInformer) RemoveEventHandler(reg cache.ResourceEventHandlerRegistration) error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if _, ok := i.regs[reg]; !ok {
+		return nil // removed when the view closed, or never its
+	}
+	delete(i.regs, reg)
+	return i.SharedIndexInformer.RemoveEventHandler(reg)
 }
 
 func (i *viewInformer) handler(h cache.ResourceEventHandler) viewHandler {

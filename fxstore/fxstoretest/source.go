@@ -28,9 +28,15 @@ type Source struct {
 
 	mu   sync.Mutex
 	hold chan struct{} // while non-nil, lists wait for it to close
+	// ignoreShards makes the source send every object to a sharded store,
+	// as an API server without ShardedListAndWatch does.
+	ignoreShards bool
 }
 
-var _ fxstore.Source = (*Source)(nil)
+var (
+	_ fxstore.Source               = (*Source)(nil)
+	_ fxstore.ShardSelectorChecker = (*Source)(nil)
+)
 
 // NewSource returns a Source holding objs. Types must be in scheme, except
 // for unstructured objects. The client's REST mapper knows every kind in
@@ -83,6 +89,23 @@ func (s *Source) HoldLists() (release func()) {
 	})
 }
 
+// IgnoreShardSelectors makes the source do what an API server without the
+// ShardedListAndWatch feature gate does: ignore sharded stores' shard
+// selectors, sending them every object, and say so when asked
+// (AppliesShardSelectors). It affects stores bound afterwards.
+func (s *Source) IgnoreShardSelectors() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ignoreShards = true
+}
+
+// AppliesShardSelectors implements fxstore.ShardSelectorChecker.
+func (s *Source) AppliesShardSelectors(context.Context, fxstore.Key) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.ignoreShards, nil
+}
+
 func (s *Source) waitForRelease(ctx context.Context) error {
 	s.mu.Lock()
 	hold := s.hold
@@ -103,7 +126,11 @@ func (s *Source) waitForRelease(ctx context.Context) error {
 func (s *Source) Bind(_ context.Context, key fxstore.Key) (fxstore.Binding, error) {
 	// What the API server selects, selected the way a view of a broader
 	// store filters.
-	matches, err := fxstore.KeyMatcher(key)
+	selected := key
+	if applied, _ := s.AppliesShardSelectors(context.Background(), key); !applied {
+		selected.Shard = ""
+	}
+	matches, err := fxstore.KeyMatcher(selected)
 	if err != nil {
 		return fxstore.Binding{}, fmt.Errorf("fxstoretest: %w", err)
 	}

@@ -18,6 +18,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -69,15 +70,16 @@ func (r *reconciles) reconciled(key, version string) bool {
 // registry, connection, coordinator and controller.
 type shardReplica struct {
 	name   string
+	reg    *fxstore.Registry
 	shards *fxshard.Shards
 	store  *fxshard.Store[*corev1.ConfigMap]
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-func startShardReplica(t *testing.T, ns, name string, rec *reconciles) *shardReplica {
+func startShardReplica(t *testing.T, cfg *rest.Config, ns, name string, rec *reconciles) *shardReplica {
 	t.Helper()
-	cfg := testenv.Config(t)
+	cfg = rest.CopyConfig(cfg)
 	cfg.QPS = -1 // the coordinator renews up to 17 Leases at once
 	scheme := k8sruntime.NewScheme()
 	require.NoError(t, clientgoscheme.AddToScheme(scheme))
@@ -110,7 +112,7 @@ func startShardReplica(t *testing.T, ns, name string, rec *reconciles) *shardRep
 	t.Cleanup(conn.HTTPClient.CloseIdleConnections)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &shardReplica{name: name, shards: shards, store: store, cancel: cancel, done: make(chan struct{})}
+	r := &shardReplica{name: name, reg: reg, shards: shards, store: store, cancel: cancel, done: make(chan struct{})}
 	require.NoError(t, reg.Start(ctx, fxstore.NewClusterSource(conn.Client)))
 	var wg sync.WaitGroup
 	wg.Go(func() { assert.NoError(t, shards.Run(ctx)) })
@@ -134,8 +136,18 @@ func (r *shardReplica) stop() {
 // never by two replicas at once, and when one stops its buckets move to
 // the others without a change lost.
 func TestShardedController(t *testing.T) {
+	checkShardedController(t, testenv.Config(t), true)
+}
+
+// The same where the API server ignores shard selectors: each bucket's
+// store is a view of the replica's one store of every object, and the
+// objects of a bucket taken reach the controller at once.
+func TestShardedControllerWithoutTheGate(t *testing.T) {
+	checkShardedController(t, withoutTheGate(t).Config, false)
+}
+
+func checkShardedController(t *testing.T, cfg *rest.Config, serverFilters bool) {
 	ctx := t.Context()
-	cfg := testenv.Config(t)
 	scheme := k8sruntime.NewScheme()
 	require.NoError(t, clientgoscheme.AddToScheme(scheme))
 	direct, err := client.New(cfg, client.Options{Scheme: scheme})
@@ -151,7 +163,7 @@ func TestShardedController(t *testing.T) {
 	}
 	rec := &reconciles{running: map[string]string{}, seen: map[string]map[string]bool{}, by: map[string]int{}}
 	replicas := []*shardReplica{
-		startShardReplica(t, ns, "r0", rec), startShardReplica(t, ns, "r1", rec), startShardReplica(t, ns, "r2", rec),
+		startShardReplica(t, cfg, ns, "r0", rec), startShardReplica(t, cfg, ns, "r1", rec), startShardReplica(t, cfg, ns, "r2", rec),
 	}
 
 	// allReconciled waits until every object's current version has been
@@ -203,6 +215,13 @@ func TestShardedController(t *testing.T) {
 	}
 	balanced(replicas, []int{5, 5, 6})
 	allReconciled("initial objects")
+	for _, r := range replicas {
+		for _, info := range r.reg.Stores() {
+			if info.Key.Shard != "" {
+				assert.Equal(t, !serverFilters, info.ViewOf != nil, "%s: %s is a view of the store of every object when, and only when, the API server ignores shard selectors", r.name, info.Key)
+			}
+		}
+	}
 
 	update := func(round int) {
 		t.Helper()
@@ -216,9 +235,15 @@ func TestShardedController(t *testing.T) {
 	update(1)
 	allReconciled("after an update of every object")
 
-	// One replica stops: its buckets move to the other two.
-	replicas[2].stop()
+	// One replica stops while every object changes: its buckets move to
+	// the other two, with the changes made while they moved.
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		replicas[2].stop()
+	}()
 	update(2)
+	<-stopped
 	balanced(replicas[:2], []int{8, 8})
 	allReconciled("after a replica stopped")
 

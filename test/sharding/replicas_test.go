@@ -25,7 +25,6 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/fxkube/fxkube/internal/controlplane"
 	"github.com/fxkube/fxkube/internal/testenv"
 	"github.com/fxkube/fxkube/modules/checksum"
 )
@@ -96,21 +95,36 @@ type written struct {
 func (p *process) written(t *testing.T) []written {
 	t.Helper()
 	var out []written
+	for _, e := range p.logLines(t) {
+		if e.Msg == "checksum written" {
+			out = append(out, written{replica: p.name, key: e.ConfigMap, version: e.Version, began: e.Began, ended: e.TS})
+		}
+	}
+	return out
+}
+
+// logLine is the part of a replica's JSON log lines the tests read.
+type logLine struct {
+	Msg       string  `json:"msg"`
+	TS        float64 `json:"ts"`
+	Store     string  `json:"store"`
+	ConfigMap string  `json:"configMap"`
+	Version   string  `json:"resourceVersion"`
+	Began     float64 `json:"began"`
+}
+
+func (p *process) logLines(t *testing.T) []logLine {
+	t.Helper()
+	var out []logLine
 	sc := bufio.NewScanner(strings.NewReader(p.logs.String()))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		var e struct {
-			Msg       string  `json:"msg"`
-			TS        float64 `json:"ts"`
-			ConfigMap string  `json:"configMap"`
-			Version   string  `json:"resourceVersion"`
-			Began     float64 `json:"began"`
+		var l logLine
+		if json.Unmarshal(sc.Bytes(), &l) == nil {
+			out = append(out, l)
 		}
-		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Msg != "checksum written" {
-			continue
-		}
-		out = append(out, written{replica: p.name, key: e.ConfigMap, version: e.Version, began: e.Began, ended: e.TS})
 	}
+	require.NoError(t, sc.Err())
 	return out
 }
 
@@ -125,14 +139,10 @@ func TestReplicas(t *testing.T) {
 	checkReplicas(t, testenv.Config(t), kubeconfig, 3000, true)
 }
 
-// Without the feature gate, the same holds; each replica filters its share
-// on the client, and says so.
+// Without the feature gate, the same holds; each replica lists and watches
+// every object once, serves its buckets as views of that store, and says so.
 func TestReplicasWithoutTheGate(t *testing.T) {
-	dir, err := controlplane.AssetsDir()
-	require.NoError(t, err)
-	cp, err := controlplane.Start(dir)
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, cp.Stop()) })
+	cp := withoutTheGate(t)
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	require.NoError(t, os.WriteFile(kubeconfig, cp.Kubeconfig, 0o600))
 	checkReplicas(t, cp.Config, kubeconfig, 1000, false)
@@ -314,8 +324,27 @@ func checkReplicas(t *testing.T, cfg *rest.Config, kubeconfig string, n int, ser
 	t.Logf("%d stamps by replica: %v; %d overlaps", len(all), by, overlaps)
 	for _, p := range procs {
 		assert.Positive(t, by[p.name], "%s stamped its share", p.name)
-		fallback := strings.Contains(p.logs.String(), "does not apply shard selectors")
-		assert.Equal(t, !serverFilters, fallback, "%s reports filtering on the client when, and only when, the API server does not", p.name)
+		// Each bucket's store lists and watches its bucket when the API
+		// server applies shard selectors; when it does not, each is a
+		// view of one store of the whole spec, which the replica says once.
+		var bucketInformers, fallback int
+		for _, e := range p.logLines(t) {
+			sharded := strings.Contains(e.Store, "shardRange(")
+			switch {
+			case e.Msg == "store started late" && sharded:
+				bucketInformers++
+			case strings.Contains(e.Msg, "does not apply shard selectors"):
+				fallback++
+				assert.False(t, sharded, "%s: the fallback is the store of the whole spec, not a bucket's: %s", p.name, e.Store)
+			}
+		}
+		if serverFilters {
+			assert.Positive(t, bucketInformers, "%s: each bucket's store lists and watches its bucket", p.name)
+			assert.Zero(t, fallback, "%s reports no fallback", p.name)
+		} else {
+			assert.Zero(t, bucketInformers, "%s: no bucket's store lists and watches every object", p.name)
+			assert.Equal(t, 1, fallback, "%s says once that its buckets are views of the store of the whole spec", p.name)
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,7 +38,8 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(removingBinary{testenv.WithControlPlane(m, controlplane.WithFeatureGates(map[string]bool{"ShardedListAndWatch": true}))})
 }
 
-// removingBinary removes the binary buildApp built once the tests have run.
+// removingBinary removes the binary buildApp built, and stops the control
+// plane without the gate, once the tests have run.
 type removingBinary struct{ m interface{ Run() int } }
 
 func (r removingBinary) Run() int {
@@ -45,7 +47,36 @@ func (r removingBinary) Run() int {
 	if binDir != "" {
 		_ = os.RemoveAll(binDir)
 	}
+	if gateOff.cp != nil {
+		if err := gateOff.cp.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stop the control plane without the gate:", err)
+			code = 1
+		}
+	}
 	return code
+}
+
+// gateOff is a control plane with ShardedListAndWatch off, started by the
+// first test that needs it, for the tests "WithoutTheGate".
+var gateOff struct {
+	once sync.Once
+	cp   *controlplane.Running
+	err  error
+}
+
+// withoutTheGate returns the control plane with the gate off.
+func withoutTheGate(t *testing.T) *controlplane.Running {
+	t.Helper()
+	gateOff.once.Do(func() {
+		dir, err := controlplane.AssetsDir()
+		if err != nil {
+			gateOff.err = err
+			return
+		}
+		gateOff.cp, gateOff.err = controlplane.Start(dir)
+	})
+	require.NoError(t, gateOff.err)
+	return gateOff.cp
 }
 
 // halves returns the shard selectors of the lower and upper half of the
@@ -64,12 +95,7 @@ func TestShardedStores(t *testing.T) {
 // With the gate off, the API server sends every object; the stores hold
 // the same shards, filtered on the client, and say so once.
 func TestShardedStoresWithoutTheGate(t *testing.T) {
-	dir, err := controlplane.AssetsDir()
-	require.NoError(t, err)
-	cp, err := controlplane.Start(dir)
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, cp.Stop()) })
-	checkShardedStores(t, cp.Config, false)
+	checkShardedStores(t, rest.CopyConfig(withoutTheGate(t).Config), false)
 }
 
 func checkShardedStores(t *testing.T, cfg *rest.Config, serverFilters bool) {
@@ -193,6 +219,30 @@ func checkShardedStores(t *testing.T, cfg *rest.Config, serverFilters bool) {
 			assert.Equal(t, 1, n, "%s says so once", store)
 		}
 	}
+
+	// Asked, the source tells whether the API server applies shard
+	// selectors; sharded stores asked for afterwards list and watch their
+	// shard if it does, and are views of the store of all if it does not.
+	applied, err := reg.CheckShardSelectors(ctx, all.Key())
+	require.NoError(t, err)
+	require.Equal(t, serverFilters, applied, "the API server says whether it applied the selector")
+	quarter := sharding.NewSelector(sharding.ShardRangeRequirement{Key: fxstore.ShardByUID, Start: "0x4000000000000000", End: "0x8000000000000000"})
+	late, err := fxstore.For[*corev1.ConfigMap](reg, spec(quarter))
+	require.NoError(t, err)
+	require.NoError(t, reg.WaitForStore(syncCtx, late.Key()))
+	for _, info := range reg.Stores() {
+		if info.Key != late.Key() {
+			continue
+		}
+		if serverFilters {
+			assert.Nil(t, info.ViewOf, "the API server selects the shard")
+		} else if assert.NotNil(t, info.ViewOf, "a view of the store of all") {
+			assert.Equal(t, all.Key(), *info.ViewOf)
+		}
+		assert.Equal(t, !serverFilters, info.Status.ShardOnClient)
+	}
+	shards[quarter] = late
+	require.EventuallyWithT(t, check, 10*time.Second, 50*time.Millisecond, "a shard asked for late")
 	for _, ns := range namespaces {
 		assert.NoError(t, direct.DeleteAllOf(context.Background(), &corev1.ConfigMap{}, client.InNamespace(ns)))
 	}
