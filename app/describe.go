@@ -7,11 +7,21 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/fx"
 	"go.uber.org/zap"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
+
+	"github.com/fxkube/fxkube/connection"
 
 	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxshard"
@@ -45,6 +55,41 @@ type Sharding struct {
 	// Error is why the app cannot shard as its flags say.
 	Error  string         `json:"error,omitempty"`
 	Stores []ShardedStore `json:"stores"`
+	// Live is the group in the cluster now, with describe --cluster.
+	Live *LiveSharding `json:"live,omitempty"`
+}
+
+// LiveSharding is a sharding group as its Leases say, and how many objects
+// of the sharded stores each bucket has: what each replica holds.
+type LiveSharding struct {
+	// Handovers counts the times a bucket changed hands (the bucket
+	// Leases' leaseTransitions).
+	Handovers int          `json:"handovers"`
+	Members   []LiveMember `json:"members"`
+	Buckets   []LiveBucket `json:"buckets"`
+}
+
+// LiveMember is one replica of the group.
+type LiveMember struct {
+	Identity string `json:"identity"`
+	Buckets  []int  `json:"buckets"`
+	Objects  int    `json:"objects"`
+	// Expired reports that the replica has not renewed its member Lease
+	// for its LeaseDuration: it has stopped.
+	Expired bool `json:"expired,omitempty"`
+}
+
+// LiveBucket is one bucket of the group.
+type LiveBucket struct {
+	Bucket int `json:"bucket"`
+	// Holder is the replica holding the bucket, "" for none.
+	Holder      string    `json:"holder"`
+	Objects     int       `json:"objects"`
+	Transitions int32     `json:"transitions"`
+	Renewed     time.Time `json:"renewed,omitzero"`
+	// Expired reports that the holder has not renewed it for its
+	// LeaseDuration: another replica may take it.
+	Expired bool `json:"expired,omitempty"`
 }
 
 // ShardedStore is one sharded store of the Graph: a store per bucket held,
@@ -120,15 +165,95 @@ func (a *app) graphOf() (*fxstore.Registry, fxcontroller.Controllers, fxcontroll
 	return reg, ctrls, hosted, shards, nil
 }
 
-// describe returns the app's Graph.
-func (a *app) describe() (Graph, error) {
+// describe returns the app's Graph; with cluster, its sharding group as
+// the cluster of --kubeconfig has it now.
+func (a *app) describe(ctx context.Context, cluster bool) (Graph, error) {
 	reg, ctrls, hosted, shards, err := a.graphOf()
 	if err != nil {
 		return Graph{}, err
 	}
 	g := NewGraph(reg, ctrls, hosted)
-	g.addSharding(shards.Info(), ctrls)
+	info := shards.Info()
+	g.addSharding(info, ctrls)
+	if cluster && g.Sharding != nil {
+		if g.Sharding.Live, err = a.liveSharding(ctx, info, reg.Scheme()); err != nil {
+			return Graph{}, err
+		}
+	}
 	return g, nil
+}
+
+// liveSharding reads the sharding group's Leases from the cluster of
+// --kubeconfig, and lists the metadata of the sharded stores' objects to
+// count each bucket's.
+func (a *app) liveSharding(ctx context.Context, info fxshard.Info, scheme *k8sruntime.Scheme) (*LiveSharding, error) {
+	if info.Err != nil {
+		return nil, fmt.Errorf("describe the sharding group: %w", info.Err)
+	}
+	cfg, err := config.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig: %w; pass --kubeconfig, or run in a cluster", err)
+	}
+	conn, err := connection.New(cfg, scheme)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.HTTPClient.CloseIdleConnections()
+	kube, err := kubernetes.NewForConfigAndClient(cfg, conn.HTTPClient)
+	if err != nil {
+		return nil, err
+	}
+	namespace, name, _ := strings.Cut(info.Group, "/")
+	group, err := fxshard.ReadGroup(ctx, kube, fxshard.Config{Namespace: namespace, Name: name, Buckets: info.Buckets})
+	if err != nil {
+		return nil, err
+	}
+	buckets, err := fxshard.NewBuckets(info.Buckets)
+	if err != nil {
+		return nil, err
+	}
+	objects := make([]int, info.Buckets)
+	for _, st := range info.Stores {
+		if err := countByBucket(ctx, conn.Client, st, buckets, objects); err != nil {
+			return nil, err
+		}
+	}
+	live := &LiveSharding{Handovers: group.Handovers()}
+	for _, b := range group.Buckets {
+		live.Buckets = append(live.Buckets, LiveBucket{
+			Bucket: b.Bucket, Holder: b.Holder, Objects: objects[b.Bucket],
+			Transitions: b.Transitions, Renewed: b.Renewed, Expired: b.Expired,
+		})
+	}
+	for _, m := range group.Members {
+		lm := LiveMember{Identity: m.Identity, Buckets: m.Buckets, Expired: m.Expired}
+		for _, b := range m.Buckets {
+			lm.Objects += objects[b]
+		}
+		live.Members = append(live.Members, lm)
+	}
+	return live, nil
+}
+
+// countByBucket adds to objects, by bucket, the objects st selects, listed
+// as metadata.
+func countByBucket(ctx context.Context, c client.Client, st fxshard.StoreInfo, buckets fxshard.Buckets, objects []int) error {
+	// Keys hold canonical selectors, which parse.
+	lsel, _ := labels.Parse(st.Key.LabelSelector)
+	fsel, _ := fields.ParseSelector(st.Key.FieldSelector)
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(st.Key.Kind.GroupVersion().WithKind(st.Key.Kind.Kind + "List"))
+	if err := c.List(ctx, list, &client.ListOptions{Namespace: st.Key.Namespace, LabelSelector: lsel, FieldSelector: fsel}); err != nil {
+		return fmt.Errorf("list the objects of sharded store %s: %w", st.Key, err)
+	}
+	for i := range list.Items {
+		b, err := buckets.Of(&list.Items[i], st.ShardKey)
+		if err != nil {
+			return fmt.Errorf("sharded store %s: %w", st.Key, err)
+		}
+		objects[b]++
+	}
+	return nil
 }
 
 // NewGraph describes an app from its registry, controllers and hosted
@@ -205,11 +330,16 @@ func (g *Graph) addSharding(info fxshard.Info, ctrls fxcontroller.Controllers) {
 }
 
 func (a *app) describeCommand() *cobra.Command {
-	var output string
+	var (
+		output  string
+		cluster bool
+	)
 	cmd := &cobra.Command{
 		Use:   "describe",
-		Short: "Print the stores and controllers the modules declare, without contacting a cluster",
+		Short: "Print the stores and controllers the modules declare, without contacting a cluster (unless --cluster)",
 		Long: `Print the stores and controllers the modules declare, without contacting a cluster.
+With --cluster, also read the sharding group from the cluster of --kubeconfig
+(its Leases, and the metadata of the sharded stores' objects).
 
 --output json prints a Graph object:
   {"requests": N, "specs": M, "informers": K,
@@ -220,11 +350,13 @@ func (a *app) describeCommand() *cobra.Command {
                     "writes": [...], "needsLeader"}],
    "hosted": [{"name", "declaredBy", "controllers": [...], "writes": [...]}],
    "sharding": {"group", "buckets", "error",
-                "stores": [{"key", "shardKey", "controllers": [...]}]}}
+                "stores": [{"key", "shardKey", "controllers": [...]}],
+                "live": {"handovers", "members": [{"identity", "buckets": [...], "objects", "expired"}],
+                         "buckets": [{"bucket", "holder", "objects", "transitions", "renewed", "expired"}]}}}
 Store keys in "primary" and "secondary" match a store's "key".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			g, err := a.describe()
+			g, err := a.describe(cmd.Context(), cluster)
 			if err != nil {
 				return err
 			}
@@ -241,6 +373,7 @@ Store keys in "primary" and "secondary" match a store's "key".`,
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().BoolVar(&cluster, "cluster", false, "also read the sharding group from the cluster of --kubeconfig: which replica holds each bucket, how many objects of the sharded stores each bucket and replica has, and the handovers")
 	return cmd
 }
 
@@ -286,6 +419,9 @@ func (g Graph) WriteText(w io.Writer) {
 				fmt.Fprintf(w, "    controllers: %s\n", strings.Join(s.Controllers, ", "))
 			}
 		}
+		if live := sh.Live; live != nil {
+			live.writeText(w)
+		}
 	}
 	if len(g.Hosted) > 0 {
 		fmt.Fprintln(w, "\nHosted controller-runtime operators (their stores name them as consumers):")
@@ -297,6 +433,35 @@ func (g Graph) WriteText(w io.Writer) {
 			for _, wr := range h.Writes {
 				fmt.Fprintf(w, "    writes:  %s\n", wr)
 			}
+		}
+	}
+}
+
+// writeText prints the live group for people.
+func (l *LiveSharding) writeText(w io.Writer) {
+	total, running := 0, 0
+	for _, b := range l.Buckets {
+		total += b.Objects
+	}
+	for _, m := range l.Members {
+		if !m.Expired {
+			running++
+		}
+	}
+	fmt.Fprintf(w, "\nIn the cluster now: %d replicas running, %d objects in %d buckets, %d handovers:\n", running, total, len(l.Buckets), l.Handovers)
+	for _, m := range l.Members {
+		state := ""
+		if m.Expired {
+			state = " (stopped: its member Lease expired)"
+		}
+		fmt.Fprintf(w, "  %s%s: %d buckets %v, %d objects\n", m.Identity, state, len(m.Buckets), m.Buckets, m.Objects)
+	}
+	for _, b := range l.Buckets {
+		switch {
+		case b.Holder == "":
+			fmt.Fprintf(w, "  bucket %d: no holder, %d objects\n", b.Bucket, b.Objects)
+		case b.Expired:
+			fmt.Fprintf(w, "  bucket %d: held by %s, expired (not renewed since %s), %d objects\n", b.Bucket, b.Holder, b.Renewed.Format(time.RFC3339), b.Objects)
 		}
 	}
 }

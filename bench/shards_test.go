@@ -553,15 +553,14 @@ func (g *replicaGroup) stable(procs []*replicaProc, heap bool) map[string]*repli
 func (g *replicaGroup) checkLeases(procs []*replicaProc) {
 	b := g.b
 	b.Helper()
-	leases, err := g.cluster.kube.CoordinationV1().Leases(shardNamespace).List(b.Context(),
-		metav1.ListOptions{LabelSelector: fxshard.LeaseLabel + "=" + shardGroup})
+	group, err := fxshard.ReadGroup(b.Context(), g.cluster.kube, fxshard.Config{Namespace: shardNamespace, Name: shardGroup})
 	if err != nil {
 		b.Fatal(err)
 	}
 	held := make(map[string]int)
-	for _, l := range leases.Items {
-		if strings.Contains(l.Name, "-bucket-") && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
-			held[*l.Spec.HolderIdentity]++
+	for _, l := range group.Buckets {
+		if l.Holder != "" {
+			held[l.Holder]++
 		}
 	}
 	ids := make([]string, len(procs))

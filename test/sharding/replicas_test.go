@@ -17,14 +17,16 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fxkube/fxkube/app"
+	"github.com/fxkube/fxkube/fxshard"
 	"github.com/fxkube/fxkube/internal/testenv"
 	"github.com/fxkube/fxkube/modules/checksum"
 )
@@ -101,6 +103,48 @@ func (p *process) written(t *testing.T) []written {
 		}
 	}
 	return out
+}
+
+// checkDescribe checks that `describe --cluster` shows the group as its
+// Leases have it (holders: the buckets each replica holds), with the n
+// objects each in its bucket, and the handovers of the take-over.
+func checkDescribe(t *testing.T, bin, kubeconfig, ns string, holders map[string]int, n int) {
+	t.Helper()
+	out, err := exec.Command(bin, "describe", "--cluster", "-o", "json", "--kubeconfig", kubeconfig, "--shard-namespace", ns).Output()
+	require.NoError(t, err, "describe --cluster: %s", out)
+	var g app.Graph
+	require.NoError(t, json.Unmarshal(out, &g))
+	require.NotNil(t, g.Sharding)
+	live := g.Sharding.Live
+	require.NotNil(t, live, "describe --cluster shows the live group")
+	shown := map[string]int{}
+	objects := 0
+	for _, m := range live.Members {
+		if m.Expired {
+			assert.Empty(t, m.Buckets, "%s: a stopped replica holds no bucket once they are taken over", m.Identity)
+			continue
+		}
+		shown[m.Identity] = len(m.Buckets)
+		assert.Positive(t, m.Objects, "%s holds objects", m.Identity)
+		objects += m.Objects
+	}
+	assert.Equal(t, holders, shown, "each live replica's buckets, as the Leases say")
+	assert.Equal(t, n, objects, "every object in one replica's bucket")
+	perBucket := 0
+	for _, b := range live.Buckets {
+		assert.NotEmpty(t, b.Holder, "bucket %d is held", b.Bucket)
+		perBucket += b.Objects
+	}
+	assert.Equal(t, n, perBucket)
+	assert.GreaterOrEqual(t, live.Handovers, 5, "the killed replica's 5 or 6 buckets changed hands")
+
+	out, err = exec.Command(bin, "describe", "--cluster", "--kubeconfig", kubeconfig, "--shard-namespace", ns).Output()
+	require.NoError(t, err, "describe --cluster: %s", out)
+	t.Logf("describe --cluster:\n%s", out)
+	assert.Contains(t, string(out), fmt.Sprintf("In the cluster now: %d replicas running, %d objects in 16 buckets, %d handovers:\n", len(holders), n, live.Handovers))
+	for id, buckets := range holders {
+		assert.Contains(t, string(out), fmt.Sprintf("  %s: %d buckets ", id, buckets))
+	}
 }
 
 // logLine is the part of a replica's JSON log lines the tests read.
@@ -226,13 +270,16 @@ func checkReplicas(t *testing.T, cfg *rest.Config, kubeconfig string, n int, ser
 		return time.Since(start)
 	}
 	// holders returns how many bucket Leases each replica holds.
+	kube, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	group := fxshard.Config{Namespace: ns, Name: "fxkube"}
 	holders := func() map[string]int {
-		var leases coordinationv1.LeaseList
-		require.NoError(t, direct.List(ctx, &leases, client.InNamespace(ns), client.MatchingLabels{"fxkube.io/shard": "fxkube"}))
+		g, err := fxshard.ReadGroup(ctx, kube, group)
+		require.NoError(t, err)
 		out := map[string]int{}
-		for _, l := range leases.Items {
-			if strings.Contains(l.Name, "-bucket-") && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
-				out[*l.Spec.HolderIdentity]++
+		for _, b := range g.Buckets {
+			if b.Holder != "" {
+				out[b.Holder]++
 			}
 		}
 		return out
@@ -272,6 +319,7 @@ func checkReplicas(t *testing.T, cfg *rest.Config, kubeconfig string, n int, ser
 	churn()
 	balancedAmong(2, "the killed replica's buckets taken over")
 	t.Logf("buckets taken over %v after SIGKILL", time.Since(killed))
+	checkDescribe(t, bin, kubeconfig, ns, holders(), n)
 	stamped("after SIGKILL")
 	t.Logf("the round of updates made during the take-over stamped %v after SIGKILL", time.Since(killed))
 
