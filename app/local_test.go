@@ -53,6 +53,8 @@ func TestLocalStopsCleanlyOnCtrlC(t *testing.T) {
 		require.NoError(t, err, "exit status; output:\n%s", out)
 		assertNoErrorLines(t, out)
 		assert.Contains(t, out, "stopping")
+		assert.Contains(t, out, "\tcontroller-runtime.", "controller-runtime's own logs, named by it")
+		assert.NotContains(t, out, "controller-runtime.controller-runtime", "named once")
 	})
 
 	// With --replicas, the other replicas run from the same binary, share

@@ -43,7 +43,10 @@ var redirectOnce sync.Once
 // whole process, so only its first call has an effect.
 func RedirectLogs(log *zap.Logger) {
 	redirectOnce.Do(func() {
-		ctrllog.SetLogger(zapr.NewLogger(log.Named("controller-runtime")))
+		// Unnamed, as a kubebuilder binary sets it: controller-runtime
+		// names its own loggers ("controller-runtime.metrics") and a
+		// project's ("setup"); a name here doubled theirs.
+		ctrllog.SetLogger(zapr.NewLogger(log))
 		klog.SetLoggerWithOptions(zapr.NewLogger(log.Named("client-go")), klog.ContextualLogger(true))
 		zap.RedirectStdLog(log.Named("stdlog"))
 	})
