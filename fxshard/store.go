@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/sharding"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,6 +55,8 @@ func For[T client.Object](s *Shards, spec fxstore.Spec, shardKey string, opts ..
 		return nil, fmt.Errorf("sharded store %s: Spec.Shard is set; fxshard.For chooses each bucket's shard, leave it empty", key)
 	case shardKey != fxstore.ShardByUID && shardKey != fxstore.ShardByNamespace:
 		return nil, fmt.Errorf("sharded store %s: shard key %q is not supported; use fxstore.ShardByUID or fxstore.ShardByNamespace", key, shardKey)
+	case shardKey == fxstore.ShardByNamespace && oneNamespace(key):
+		return nil, fmt.Errorf("sharded store %s: sharded by namespace, it selects one namespace, so all its objects would be in one bucket; shard it by fxstore.ShardByUID", key)
 	}
 	st := &Store[T]{shards: s, spec: spec, key: key, shardKey: shardKey, opts: opts}
 	st.stores.Store(&map[int]*fxstore.Store[T]{})
@@ -61,6 +65,22 @@ func For[T client.Object](s *Shards, spec fxstore.Spec, shardKey string, opts ..
 		return nil, err
 	}
 	return st, nil
+}
+
+// oneNamespace reports whether key selects the objects of one namespace:
+// by its namespace, or a field selector metadata.namespace=.
+func oneNamespace(key fxstore.Key) bool {
+	if key.Namespace != "" {
+		return true
+	}
+	// Keys hold canonical selectors, which parse.
+	sel, _ := fields.ParseSelector(key.FieldSelector)
+	for _, r := range sel.Requirements() {
+		if r.Field == "metadata.namespace" && r.Operator != selection.NotEquals {
+			return true
+		}
+	}
+	return false
 }
 
 // Key returns the key of the whole spec; each bucket's store has it with

@@ -31,6 +31,10 @@ func TestForRefuses(t *testing.T) {
 		{"another key", fxstore.Spec{}, "object.metadata.name",
 			`sharded store ConfigMap/v1 (all namespaces): shard key "object.metadata.name" is not supported; use fxstore.ShardByUID or fxstore.ShardByNamespace`},
 		{"a bad spec", fxstore.Spec{LabelSelector: "a in ("}, fxstore.ShardByUID, `invalid label selector "a in ("`},
+		{"one namespace by namespace", fxstore.Spec{Namespace: "team"}, fxstore.ShardByNamespace,
+			`sharded store ConfigMap/v1 (namespace "team"): sharded by namespace, it selects one namespace, so all its objects would be in one bucket; shard it by fxstore.ShardByUID`},
+		{"a namespace field by namespace", fxstore.Spec{FieldSelector: "metadata.namespace=team"}, fxstore.ShardByNamespace,
+			"sharded by namespace, it selects one namespace"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := fxshard.For[*corev1.ConfigMap](shards, tt.spec, tt.shardKey)
