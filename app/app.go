@@ -195,6 +195,16 @@ func (a *app) graph(cfg *rest.Config, log *zap.Logger) fx.Option {
 	)
 }
 
+// loadConfig loads the config of the cluster of --kubeconfig, or of the
+// one the process runs in.
+func loadConfig() (*rest.Config, error) {
+	cfg, err := config.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig: %w; pass --kubeconfig, or run in a cluster", err)
+	}
+	return cfg, nil
+}
+
 // run runs the app against the cluster of cfg, or of --kubeconfig when cfg
 // is nil, until SIGINT or SIGTERM. A failed start is logged and returned as
 // exit code 1.
@@ -205,8 +215,8 @@ func (a *app) run(ctx context.Context, stderr io.Writer, cfg *rest.Config) error
 	}
 	defer func() { _ = log.Sync() }()
 	if cfg == nil {
-		if cfg, err = config.GetConfig(); err != nil {
-			return fmt.Errorf("load kubeconfig: %w; pass --kubeconfig, or run in a cluster", err)
+		if cfg, err = loadConfig(); err != nil {
+			return err
 		}
 	}
 	fxApp := fx.New(a.graph(cfg, log), lifecycle.Options(a.flags.lifecycle))

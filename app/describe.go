@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	"github.com/fxkube/fxkube/connection"
 
@@ -74,8 +73,8 @@ type LiveMember struct {
 	Identity string `json:"identity"`
 	Buckets  []int  `json:"buckets"`
 	Objects  int    `json:"objects"`
-	// Expired reports that the replica has not renewed its member Lease
-	// for its LeaseDuration: it has stopped.
+	// Expired reports that the replica has no live member Lease: it has
+	// stopped, or is stopping.
 	Expired bool `json:"expired,omitempty"`
 }
 
@@ -190,9 +189,9 @@ func (a *app) liveSharding(ctx context.Context, info fxshard.Info, scheme *k8sru
 	if info.Err != nil {
 		return nil, fmt.Errorf("describe the sharding group: %w", info.Err)
 	}
-	cfg, err := config.GetConfig()
+	cfg, err := loadConfig()
 	if err != nil {
-		return nil, fmt.Errorf("load kubeconfig: %w; pass --kubeconfig, or run in a cluster", err)
+		return nil, err
 	}
 	conn, err := connection.New(cfg, scheme)
 	if err != nil {
@@ -213,7 +212,16 @@ func (a *app) liveSharding(ctx context.Context, info fxshard.Info, scheme *k8sru
 		return nil, err
 	}
 	objects := make([]int, info.Buckets)
+	type sharded struct {
+		key      fxstore.Key
+		shardKey string
+	}
+	counted := map[sharded]bool{} // two stores of one spec hold the same objects
 	for _, st := range info.Stores {
+		if counted[sharded{st.Key, st.ShardKey}] {
+			continue
+		}
+		counted[sharded{st.Key, st.ShardKey}] = true
 		if err := countByBucket(ctx, conn.Client, st, buckets, objects); err != nil {
 			return nil, err
 		}
@@ -452,7 +460,7 @@ func (l *LiveSharding) writeText(w io.Writer) {
 	for _, m := range l.Members {
 		state := ""
 		if m.Expired {
-			state = " (stopped: its member Lease expired)"
+			state = " (stopped, or stopping: no live member Lease)"
 		}
 		fmt.Fprintf(w, "  %s%s: %d buckets %v, %d objects\n", m.Identity, state, len(m.Buckets), m.Buckets, m.Objects)
 	}

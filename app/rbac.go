@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/yaml"
 
 	"github.com/fxkube/fxkube/connection"
@@ -208,9 +207,9 @@ var coreEventsWrite = fxcontroller.Write{Resource: schema.GroupResource{Resource
 // Kubernetes, by their regular plurals.
 func (a *app) rbacMapper(discover bool, crds []string) (meta.RESTMapper, error) {
 	if discover {
-		cfg, err := config.GetConfig()
+		cfg, err := loadConfig()
 		if err != nil {
-			return nil, fmt.Errorf("--discover: load kubeconfig: %w; pass --kubeconfig", err)
+			return nil, fmt.Errorf("--discover: %w", err)
 		}
 		conn, err := connection.New(cfg, clientgoscheme.Scheme)
 		if err != nil {

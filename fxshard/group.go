@@ -42,8 +42,11 @@ type BucketLease struct {
 type MemberLease struct {
 	Identity string
 	Renewed  time.Time
-	Expired  bool
-	Buckets  []int
+	// Expired reports that the member has not renewed its Lease for its
+	// LeaseDuration, or holds buckets without one (it is stopping, or
+	// stopped): it is no live member.
+	Expired bool
+	Buckets []int
 }
 
 // Handovers returns the times a bucket changed hands, over every bucket.

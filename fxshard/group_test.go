@@ -22,7 +22,7 @@ func TestReadGroup(t *testing.T) {
 		return &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: name, Labels: map[string]string{LeaseLabel: group}},
 			Spec: coordinationv1.LeaseSpec{
-				HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](15),
+				HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](3600), // margins for a slow -race run
 				RenewTime: &metav1.MicroTime{Time: renewed}, LeaseTransitions: ptr.To(transitions),
 			},
 		}
@@ -30,12 +30,12 @@ func TestReadGroup(t *testing.T) {
 	client := fake.NewClientset(
 		lease("app-bucket-0", "app", "a", now, 2),
 		lease("app-bucket-1", "app", "b", now, 0),
-		lease("app-bucket-2", "app", "gone", now.Add(-time.Minute), 1),
+		lease("app-bucket-2", "app", "gone", now.Add(-2*time.Hour), 1),
 		lease("app-bucket-3", "app", "", now, 3),  // given back
 		lease("app-bucket-9", "app", "a", now, 5), // of another bucket count
 		lease("app-member-a", "app", "a", now, 0),
 		lease("app-member-b", "app", "b", now, 0),
-		lease("app-member-gone", "app", "gone", now.Add(-time.Minute), 0),
+		lease("app-member-gone", "app", "gone", now.Add(-2*time.Hour), 0),
 		lease("other-bucket-1", "other", "c", now, 7),
 	)
 	g, err := ReadGroup(t.Context(), client, Config{Namespace: "ops", Name: "app", Buckets: 4})

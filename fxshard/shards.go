@@ -38,6 +38,10 @@ type Shards struct {
 	mu     sync.Mutex
 	stores []sharded
 	gates  []*gate
+	// runCtx is Run's context once it runs, for checking the kinds of
+	// sharded stores added later; checked holds the kinds checked.
+	runCtx  context.Context
+	checked map[schema.GroupKind]bool
 }
 
 // sharded is a Store of any type, as Shards hands it buckets.
@@ -56,7 +60,7 @@ var _ Handler = (*Shards)(nil)
 // buckets through client's Leases as cfg says, for the sharded stores of
 // registry. Run runs it.
 func NewShards(registry *fxstore.Registry, client kubernetes.Interface, cfg Config) (*Shards, error) {
-	s := &Shards{registry: registry}
+	s := &Shards{registry: registry, checked: make(map[schema.GroupKind]bool)}
 	c, err := New(client, s, cfg)
 	if err != nil {
 		return nil, err
@@ -122,20 +126,52 @@ func (s *Shards) Coordinator() *Coordinator { return s.coordinator }
 // receiving every object. The registry must have started.
 func (s *Shards) Run(ctx context.Context) error {
 	s.mu.Lock()
+	s.runCtx = ctx
 	stores := slices.Clone(s.stores)
 	s.mu.Unlock()
 	for _, st := range stores {
-		if _, err := s.registry.CheckShardSelectors(ctx, st.Key()); err != nil {
-			s.log.Warn("cannot tell whether the API server applies shard selectors; each bucket's store drops what arrives outside its bucket",
-				zap.Stringer("store", st.Key()), zap.Error(err))
-		}
+		s.checkShardSelectors(ctx, st.Key())
 	}
 	return s.coordinator.Run(ctx)
+}
+
+// shardCheckTimeout bounds checkShardSelectors' request: past it, the
+// buckets' stores are taken as if the API server applied shard selectors.
+const shardCheckTimeout = 10 * time.Second
+
+// checkShardSelectors asks, once per kind, whether the API server applies
+// shard selectors to the objects of key's kind, for the buckets' stores
+// asked for afterwards (fxstore.Registry.CheckShardSelectors). Without an
+// answer, each bucket's store drops what arrives outside its bucket.
+func (s *Shards) checkShardSelectors(ctx context.Context, key fxstore.Key) {
+	gk := key.Kind.GroupKind()
+	s.mu.Lock()
+	done := s.checked[gk]
+	s.mu.Unlock()
+	if done {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, shardCheckTimeout)
+	defer cancel()
+	if _, err := s.registry.CheckShardSelectors(ctx, key); err != nil {
+		s.log.Warn("cannot tell whether the API server applies shard selectors; each bucket's store drops what arrives outside its bucket",
+			zap.Stringer("store", key), zap.Error(err))
+		return
+	}
+	s.mu.Lock()
+	s.checked[gk] = true
+	s.mu.Unlock()
 }
 
 func (s *Shards) add(st sharded) error {
 	if s.err != nil {
 		return fmt.Errorf("%s: %w", st, s.err)
+	}
+	s.mu.Lock()
+	running := s.runCtx
+	s.mu.Unlock()
+	if running != nil {
+		s.checkShardSelectors(running, st.Key()) // before it takes the buckets held
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -22,8 +22,8 @@ import (
 
 // Store is this replica's share of the objects a spec selects: one fxstore
 // store per bucket the replica holds, each of which lists and watches only
-// its bucket's objects (the API server's shardSelector, or a filter on the
-// client where the server does not apply it). A bucket's store is asked
+// its bucket's objects (the API server's shardSelector) or, where the
+// server does not apply it, is a view of one store of the whole spec. A bucket's store is asked
 // for when the bucket is acquired and dropped once it is given up, so the
 // replica holds only its share. Reads see the objects of the buckets held;
 // Store is a controller's Primary for NewController.

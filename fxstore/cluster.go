@@ -195,7 +195,7 @@ func (c *ClusterSource) checkAccess(ctx context.Context, gr schema.GroupResource
 	}
 	key := accessKey{gr, namespace}
 	for {
-		check := &accessCheck{}
+		check := &accessCheck{ctx: ctx}
 		check.run = sync.OnceValue(func() error { return c.reviewAccess(ctx, gr, namespace) })
 		v, _ := c.access.LoadOrStore(key, check)
 		check = v.(*accessCheck)
@@ -207,15 +207,18 @@ func (c *ClusterSource) checkAccess(ctx context.Context, gr schema.GroupResource
 		// The review ran in the context of the store that asked first. If
 		// that one ended (a store dropped while binding: a bucket given
 		// up) and this one's has not, ask again in this one's.
-		if ctx.Err() != nil || !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		if check.ctx.Err() == nil || ctx.Err() != nil {
 			return err
 		}
 	}
 }
 
 // accessCheck is one review of access, shared by the stores that ask for
-// it at once; it runs in the context of the first.
-type accessCheck struct{ run func() error }
+// it at once; it runs in ctx, the first one's.
+type accessCheck struct {
+	ctx context.Context
+	run func() error
+}
 
 func (c *ClusterSource) reviewAccess(ctx context.Context, gr schema.GroupResource, namespace string) error {
 	verbs := []string{"list", "watch"}

@@ -1,6 +1,7 @@
 package fxstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -205,6 +206,9 @@ func (e *bindError) Unwrap() error { return e.err }
 // runContext returns the context the store runs in, which Registry.Drop
 // ends. The registry's lock is held.
 func (e *entry) runContext(parent context.Context) context.Context {
+	if e.stop != nil {
+		e.stop() // of a start that failed
+	}
 	ctx, cancel := context.WithCancel(parent)
 	e.stop = cancel
 	return ctx
@@ -380,12 +384,23 @@ func (e *entry) info() StoreInfo {
 	e.registry.mu.Lock()
 	indexes := slices.Sorted(maps.Keys(e.indexFuncs))
 	e.registry.mu.Unlock()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var viewOf *Key
+	var (
+		viewOf    *Key
+		parentErr error // why the parent of a view not synced has not synced
+	)
 	if v := e.view.Load(); v != nil {
 		viewOf = &v.parent.key
+		if !e.synced.Load() {
+			v.parent.mu.Lock()
+			if v.parent.lastErr != nil {
+				parentErr = fmt.Errorf("its store %s: %w", v.parent.key, v.parent.lastErr)
+			}
+			v.parent.mu.Unlock()
+		}
 	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	lastErr := cmp.Or(e.lastErr, parentErr)
 	return StoreInfo{
 		Key:       e.key,
 		ViewOf:    viewOf,
@@ -395,7 +410,7 @@ func (e *entry) info() StoreInfo {
 		Status: StoreStatus{
 			Synced:        e.synced.Load(),
 			SyncDuration:  e.syncedIn,
-			LastError:     e.lastErr,
+			LastError:     lastErr,
 			OutsideShard:  e.outsideShard.Load(),
 			ShardOnClient: e.key.Shard != "" && (viewOf != nil || e.outsideShard.Load() > 0),
 		},

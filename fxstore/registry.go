@@ -305,7 +305,7 @@ func (r *Registry) register(typ reflect.Type, spec Spec, req request) (*entry, e
 // addLocked adds a new store to the registry and, after Start, starts it:
 // as a view of a running store that covers it, or with an informer of its
 // own. A sharded store whose kind's shard selectors the API server ignores
-// (CheckShards) is a view of the store of its whole spec. The registry's
+// (CheckShardSelectors) is a view of the store of its whole spec. The registry's
 // lock is held.
 func (r *Registry) addLocked(e *entry) {
 	r.entries[e.key] = e
@@ -316,8 +316,7 @@ func (r *Registry) addLocked(e *entry) {
 	e.late = r.synced
 	switch p := r.lateParent(e); {
 	case p != nil && e.serveAsView(p):
-		e.startedAt = time.Now()
-		r.wg.Go(func() { e.awaitSync(r.runCtx, p.syncedCh) })
+		r.startView(e, p)
 	case !r.serveShardFromWhole(e):
 		r.startLate(e)
 	}
@@ -325,12 +324,22 @@ func (r *Registry) addLocked(e *entry) {
 	r.signalLocked()
 }
 
+// startView starts e as a view of parent: synced once parent is, until
+// e is dropped. The registry's lock is held.
+func (r *Registry) startView(e, parent *entry) {
+	e.startedAt = time.Now()
+	ctx := e.runContext(r.runCtx)
+	r.wg.Go(func() { e.awaitSync(ctx, parent.syncedCh) })
+}
+
 // serveShardFromWhole makes sharded store e, when the API server ignores
 // its kind's shard selectors, a view of the store of its whole spec (made
-// for it if no one asked for that spec): one list and watch of every
-// object, rather than one per shard, each receiving every object. Each
-// such shard holds a request for the whole store, dropped with it. It
-// reports whether e is now such a view. The registry's lock is held.
+// for it if no one asked for that spec), or of the broader store that one
+// is a view of: one list and watch of every object, rather than one per
+// shard, each receiving every object. Each such shard holds a request for
+// the whole store, dropped with it. A whole store that could not start is
+// started again: its shards wait for it, and report its error. It reports
+// whether e is now such a view. The registry's lock is held.
 func (r *Registry) serveShardFromWhole(e *entry) bool {
 	if e.key.Shard == "" || !r.shardsIgnored[e.key.Kind.GroupKind()] || e.pinned {
 		return false
@@ -338,16 +347,19 @@ func (r *Registry) serveShardFromWhole(e *entry) bool {
 	wholeKey := e.key
 	wholeKey.Shard = ""
 	whole, ok := r.entries[wholeKey]
-	if !ok {
+	switch {
+	case !ok:
 		whole = newEntry(wholeKey, e.example, e.transform, r)
 		whole.consumers = []string{"fxstore, for the shards of this spec: the API server does not apply shard selectors"}
 		r.addLocked(whole)
+	case whole.view.Load() == nil && whole.takeBindFailure():
+		r.startLate(whole)
 	}
 	parent := whole
 	if v := whole.view.Load(); v != nil {
 		parent = v.parent
 	}
-	if parent.bindFailure() != nil || !e.serveAsView(parent) {
+	if !e.serveAsView(parent) {
 		if !ok {
 			r.forgetLocked(whole)
 		}
@@ -355,13 +367,12 @@ func (r *Registry) serveShardFromWhole(e *entry) bool {
 	}
 	whole.refs++
 	if whole.shardViews++; whole.shardViews == 1 {
-		r.log.Warn("the API server does not apply shard selectors; the shards of this store are views of it, which receives and holds every object",
-			zap.Stringer("store", wholeKey), zap.String("fix", "enable kube-apiserver's ShardedListAndWatch feature gate (alpha since Kubernetes 1.36)"))
+		r.log.Warn("the API server does not apply shard selectors; the shards of this store are views of it, or of the broader store it is a view of, which receives and holds every object",
+			zap.Stringer("store", wholeKey), zap.Stringer("informer", parent.key),
+			zap.String("fix", "enable kube-apiserver's ShardedListAndWatch feature gate (alpha since Kubernetes 1.36)"))
 	}
 	e.whole = whole
-	e.startedAt = time.Now()
-	ctx := e.runContext(r.runCtx)
-	r.wg.Go(func() { e.awaitSync(ctx, parent.syncedCh) })
+	r.startView(e, parent)
 	return true
 }
 
@@ -420,10 +431,11 @@ func (r *Registry) startLate(e *entry) {
 // for the sharded stores of the kind requested afterwards: when it does,
 // each lists and watches its shard; when it does not (kube-apiserver's
 // ShardedListAndWatch feature gate is off), each is a view of the store of
-// its whole spec, which lists and watches every object once, rather than
-// each shard receiving every object. The source asks with key's shard
+// its whole spec (or of the broader store that one is a view of), which
+// lists and watches every object once, rather than each shard receiving
+// every object. The source asks with key's shard
 // selector, or one of its own when key has none. fxshard checks the kind
-// of each sharded store before it takes buckets. Without an answer (an
+// of each sharded store before it takes buckets for it. Without an answer (an
 // error, or a source that cannot tell) nothing is recorded: sharded stores
 // then drop on the client what arrives outside their shard.
 func (r *Registry) CheckShardSelectors(ctx context.Context, key Key) (applied bool, err error) {
@@ -568,8 +580,9 @@ type StoreStatus struct {
 	OutsideShard int64
 	// ShardOnClient reports that a sharded store's shard is selected on
 	// the client, as the API server does not apply shard selectors: the
-	// store is a view of the store of its whole spec (ViewOf), or drops
-	// what arrives outside its shard (OutsideShard).
+	// store is a view (ViewOf: the store of its whole spec, or the broader
+	// store that one is a view of), or drops what arrives outside its
+	// shard (OutsideShard).
 	ShardOnClient bool
 }
 
@@ -670,9 +683,7 @@ func (r *Registry) Start(ctx context.Context, src Source) error {
 		r.wg.Go(func() { e.awaitSync(ctx, e.informer.HasSyncedChecker().Done()) })
 	}
 	for _, e := range views {
-		parent := e.view.Load().parent
-		e.startedAt = now
-		r.wg.Go(func() { e.awaitSync(runCtx, parent.syncedCh) })
+		r.startView(e, e.view.Load().parent)
 	}
 	r.log.Info("stores started", zap.Int("stores", len(entries)+len(views)), zap.Int("informers", len(entries)), zap.Int("requests", r.requests))
 	return nil
@@ -779,8 +790,13 @@ func (r *Registry) WaitForSync(ctx context.Context) error {
 // fixed since.
 func (r *Registry) WaitForStore(ctx context.Context, key Key) error {
 	r.mu.Lock()
-	if e, ok := r.entries[key]; ok && r.started && !r.stopped && e.takeBindFailure() {
-		r.startLate(e)
+	if e, ok := r.entries[key]; ok && r.started && !r.stopped {
+		if v := e.view.Load(); v != nil {
+			e = v.parent // a view starts with its parent
+		}
+		if e.takeBindFailure() {
+			r.startLate(e)
+		}
 	}
 	r.mu.Unlock()
 	return r.waitFor(ctx, &key)
@@ -850,7 +866,8 @@ func (r *Registry) waiting(key *Key) waitState {
 func notSyncedCause(lastErr error) error {
 	var bind *bindError
 	if errors.As(lastErr, &bind) {
-		return fmt.Errorf("cannot start: %w", bind.err)
+		// A view's names its parent, whose bind failed.
+		return fmt.Errorf("cannot start: %w", lastErr)
 	}
 	if lastErr == nil {
 		return errors.New("not synced; no list/watch error reported (the API server may be slow, or the list very large)")

@@ -1,8 +1,12 @@
 package fxstore_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -297,4 +301,68 @@ func TestShardsServedFromWholeStore(t *testing.T) {
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "after the registry has started")
 	})
+}
+
+// failingSource fails the first bind of the store with key fail.
+type failingSource struct {
+	*fxstoretest.Source
+	fail   fxstore.Key
+	failed atomic.Bool
+}
+
+func (s *failingSource) Bind(ctx context.Context, key fxstore.Key) (fxstore.Binding, error) {
+	if key == s.fail && s.failed.CompareAndSwap(false, true) {
+		return fxstore.Binding{}, errors.New("the API server said no, once")
+	}
+	return s.Source.Bind(ctx, key)
+}
+
+// A whole store made for shards that cannot start fails its shards' waits
+// at once, naming it, and is started again when they are waited for or a
+// shard more is asked for.
+func TestShardsOfAWholeStoreThatCannotStart(t *testing.T) {
+	lower := sharding.NewSelector(shardRange(fxstore.ShardByUID, "0x0000000000000000", "0x8000000000000000"))
+	upper := sharding.NewSelector(shardRange(fxstore.ShardByUID, "0x8000000000000000", "0x10000000000000000"))
+	objs := make([]client.Object, 20)
+	for i := range objs {
+		cm := configMap("a", fmt.Sprintf("cm-%d", i), nil, nil)
+		cm.UID = uuid.NewUUID()
+		objs[i] = cm
+	}
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	whole, err := fxstore.KeyFor[*corev1.ConfigMap](r, fxstore.Spec{})
+	require.NoError(t, err)
+	inner := fxstoretest.NewSource(clientgoscheme.Scheme, objs...)
+	inner.IgnoreShardSelectors()
+	src := &failingSource{Source: inner, fail: whole}
+	require.NoError(t, r.Start(t.Context(), src))
+	t.Cleanup(r.Stop)
+	_, err = r.CheckShardSelectors(t.Context(), whole)
+	require.NoError(t, err)
+
+	lo, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{Shard: lower})
+	require.NoError(t, err)
+	eventually(t, src.failed.Load)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	err = r.WaitForSync(ctx)
+	require.Error(t, err, "fails at once: the shard's store cannot start")
+	assert.Contains(t, err.Error(), "store ConfigMap/v1 (all namespaces, shard \"shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')\"): cannot start: its store "+whole.String()+": the API server said no, once")
+	require.NoError(t, ctx.Err())
+
+	// Waited for, the whole store starts again, and its shards with it.
+	require.NoError(t, r.WaitForStore(ctx, lo.Key()))
+	hi, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{Shard: upper})
+	require.NoError(t, err)
+	require.NoError(t, r.WaitForStore(ctx, hi.Key()))
+	nlo, err := lo.Count()
+	require.NoError(t, err)
+	nhi, err := hi.Count()
+	require.NoError(t, err)
+	assert.Equal(t, len(objs), nlo+nhi)
+	for _, info := range r.Stores() {
+		if info.Key != whole {
+			assert.Equal(t, &whole, info.ViewOf, "%s is a view of the whole store", info.Key)
+		}
+	}
 }

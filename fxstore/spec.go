@@ -49,8 +49,9 @@ type Spec struct {
 	// selector's ranges (KEP-5866, sharding.NewSelector). The API server
 	// filters when its ShardedListAndWatch feature gate is on. When it does
 	// not, and Registry.CheckShardSelectors has found so, a sharded store
-	// asked for afterwards is a view of the store of its whole spec (one
-	// list and watch of every object for all the shards); otherwise the
+	// asked for afterwards is a view of the store of its whole spec, or of
+	// the broader store that one is a view of (one list and watch of every
+	// object for all the shards); otherwise the
 	// store filters on the client, logs it once and reports it in
 	// fxkube_store_shard_filtered_on_client_total: it holds the same
 	// objects, but receives all of them. Else a sharded store is never

@@ -59,7 +59,9 @@ func newView(parent *entry, key Key, sel viewSelection, project *metadataProject
 }
 
 // close ends the view, as Registry.Drop does: its handlers leave the
-// parent's informer. Its index stays there, for a view of the same key.
+// parent's informer. Its index stays there, kept up to date, for a view of
+// the same key: client-go cannot remove an index. For a shard, that is at
+// most one index per bucket the process ever held.
 func (v *view) close() {
 	v.shared.mu.Lock()
 	defer v.shared.mu.Unlock()
