@@ -116,7 +116,7 @@
 //	...
 //	go c.Run(ctx)
 //	...
-//	bucket, _ := c.Buckets().Of(obj, fxshard.fxstore.ShardByUID)
+//	bucket, _ := c.Buckets().Of(obj, fxstore.ShardByUID)
 //	if !c.Owns(bucket) {
 //		return // another replica's
 //	}
@@ -130,4 +130,9 @@
 // replicas cost the API server about 8 writes a second, plus one per
 // replica every 2s; the client's rate limit (rest.Config.QPS, 5 by
 // default in client-go) must leave room for them.
+//
+// ReadGroup reads a group from its Leases, as the API server has them:
+// each bucket's holder and its transitions, and the members with the
+// buckets they hold. The app's `describe --cluster` prints it, with the
+// objects of each bucket.
 package fxshard
