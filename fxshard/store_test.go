@@ -1,17 +1,28 @@
 package fxshard_test
 
 import (
+	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/sharding"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fxkube/fxkube/fxshard"
 	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/fxstore/fxstoretest"
+	"github.com/fxkube/fxkube/internal/testenv"
 )
 
 // What fxshard.For refuses, each error naming the store and the fix; a
@@ -47,4 +58,72 @@ func TestForRefuses(t *testing.T) {
 	_, err = fxshard.NewController[*corev1.ConfigMap]("x", nil, nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "primary store is nil; pass the store fxshard.For returned")
+}
+
+// Run asks whether the API server applies shard selectors before it takes
+// buckets: with a source that does not, every bucket's store is a view of
+// one store of the whole spec, and the sharded store reads and hears
+// every object once, through its buckets.
+func TestShardsRunWhereShardSelectorsAreIgnored(t *testing.T) {
+	cfg := testenv.Config(t)
+	cfg.QPS = -1
+	kube, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	ns, err := kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "fxshard-"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, kube.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})) })
+
+	objs := make([]client.Object, 50)
+	for i := range objs {
+		objs[i] = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: fmt.Sprintf("cm-%d", i), UID: uuid.NewUUID()}}
+	}
+	src := fxstoretest.NewSource(clientgoscheme.Scheme, objs...)
+	src.IgnoreShardSelectors()
+	reg := fxstore.NewRegistry(clientgoscheme.Scheme)
+	shards, err := fxshard.NewShards(reg, kube, fxshard.Config{Namespace: ns.Name, Name: "app", Identity: "only",
+		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond})
+	require.NoError(t, err)
+	store, err := fxshard.For[*corev1.ConfigMap](shards, fxstore.Spec{}, fxstore.ShardByUID)
+	require.NoError(t, err)
+	// What a handler hears is readable then: a controller reads the
+	// object to tell its bucket.
+	var added, unreadable atomic.Int64
+	_, err = store.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
+		added.Add(1)
+		if cm := obj.(*corev1.ConfigMap); func() error { _, err := store.Get(cm.Namespace, cm.Name); return err }() != nil {
+			unreadable.Add(1)
+		}
+	}})
+	require.NoError(t, err)
+	fxstoretest.Start(t, reg, src)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- shards.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		assert.NoError(t, <-done)
+	})
+	require.Eventually(t, func() bool {
+		n, err := store.Count()
+		return len(store.Buckets()) == fxshard.DefaultBuckets && store.HasSynced() && err == nil && n == len(objs)
+	}, 20*time.Second, 50*time.Millisecond, "the one replica holds every bucket, and every object once")
+	require.Eventually(t, func() bool { return added.Load() == int64(len(objs)) }, 5*time.Second, 10*time.Millisecond, "the handler heard each object once")
+	assert.Zero(t, unreadable.Load(), "objects heard before their bucket's store could be read")
+
+	informers := 0
+	for _, info := range reg.Stores() {
+		if info.ViewOf == nil {
+			informers++
+			assert.Empty(t, info.Key.Shard, "the one informer is the whole spec's")
+			continue
+		}
+		assert.True(t, info.Status.ShardOnClient, "%s", info.Key)
+	}
+	assert.Equal(t, 1, informers)
+	for _, o := range objs {
+		got, err := store.Get(o.GetNamespace(), o.GetName())
+		require.NoError(t, err)
+		assert.Equal(t, o.GetUID(), got.UID)
+	}
 }
