@@ -62,8 +62,9 @@ func TestForRefuses(t *testing.T) {
 
 // Run asks whether the API server applies shard selectors before it takes
 // buckets: with a source that does not, every bucket's store is a view of
-// one store of the whole spec, and the sharded store reads and hears
-// every object once, through its buckets.
+// the store of the whole spec (here a module's too, synced before any
+// bucket is taken), and the sharded store reads and hears every object
+// once, through its buckets, each readable when it is heard.
 func TestShardsRunWhereShardSelectorsAreIgnored(t *testing.T) {
 	cfg := testenv.Config(t)
 	cfg.QPS = -1
@@ -71,7 +72,9 @@ func TestShardsRunWhereShardSelectorsAreIgnored(t *testing.T) {
 	require.NoError(t, err)
 	ns, err := kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "fxshard-"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, kube.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})) })
+	t.Cleanup(func() {
+		assert.NoError(t, kube.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{}))
+	})
 
 	objs := make([]client.Object, 50)
 	for i := range objs {
@@ -84,6 +87,8 @@ func TestShardsRunWhereShardSelectorsAreIgnored(t *testing.T) {
 		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond})
 	require.NoError(t, err)
 	store, err := fxshard.For[*corev1.ConfigMap](shards, fxstore.Spec{}, fxstore.ShardByUID)
+	require.NoError(t, err)
+	_, err = fxstore.For[*corev1.ConfigMap](reg, fxstore.Spec{}, fxstore.WithConsumer("a module"))
 	require.NoError(t, err)
 	// What a handler hears is readable then: a controller reads the
 	// object to tell its bucket.

@@ -222,6 +222,12 @@ func (e *entry) awaitSync(ctx context.Context, done <-chan struct{}) {
 	case <-ctx.Done():
 		return
 	}
+	e.markSynced()
+	e.registry.signal()
+}
+
+// markSynced marks the store synced, once.
+func (e *entry) markSynced() {
 	if v := e.view.Load(); v != nil {
 		e.resource = v.parent.resource // bound before it synced
 	}
@@ -232,7 +238,6 @@ func (e *entry) awaitSync(ctx context.Context, done <-chan struct{}) {
 	e.synced.Store(true)
 	close(e.syncedCh)
 	e.registry.log.Info("store synced", zap.Stringer("store", e.key), zap.Duration("took", d), zap.Int("objects", e.count()))
-	e.registry.signal()
 }
 
 func (e *entry) transformObject(obj any) (any, error) {

@@ -325,10 +325,17 @@ func (r *Registry) addLocked(e *entry) {
 }
 
 // startView starts e as a view of parent: synced once parent is, until
-// e is dropped. The registry's lock is held.
+// e is dropped; at once when parent has synced already, as handlers added
+// to e hear its objects at once, and may read them. The registry's lock
+// is held.
 func (r *Registry) startView(e, parent *entry) {
 	e.startedAt = time.Now()
 	ctx := e.runContext(r.runCtx)
+	if parent.synced.Load() {
+		e.markSynced()
+		r.signalLocked()
+		return
+	}
 	r.wg.Go(func() { e.awaitSync(ctx, parent.syncedCh) })
 }
 
