@@ -48,12 +48,15 @@ func TestLocalStopsCleanlyOnCtrlC(t *testing.T) {
 
 	t.Run("ready", func(t *testing.T) {
 		probes := loopbackAddr(t)
-		cmd := exec.Command(bin, append([]string{"local", "--controlplane-dir", dir, "--log-format", "console"}, local(t, probes)...)...)
+		// With metrics served, controller-runtime's metrics server logs
+		// under the name it gives itself.
+		args := append(local(t, probes), "--metrics-bind-address", loopbackAddr(t))
+		cmd := exec.Command(bin, append([]string{"local", "--controlplane-dir", dir, "--log-format", "console"}, args...)...)
 		out, err := interrupt(t, cmd, func() bool { return status(probes, "/readyz") == http.StatusOK })
 		require.NoError(t, err, "exit status; output:\n%s", out)
 		assertNoErrorLines(t, out)
 		assert.Contains(t, out, "stopping")
-		assert.Contains(t, out, "\tcontroller-runtime.", "controller-runtime's own logs, named by it")
+		assert.Contains(t, out, "\tcontroller-runtime.metrics\t", "controller-runtime's own logs, named by it")
 		assert.NotContains(t, out, "controller-runtime.controller-runtime", "named once")
 	})
 
