@@ -41,16 +41,16 @@ func TestLocalStopsCleanlyOnCtrlC(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	local := func(t *testing.T, probes string) []string {
-		return []string{"--metrics-bind-address", "0", "--health-probe-bind-address", probes,
+	local := func(t *testing.T, probes string, metrics ...string) []string {
+		return []string{"--metrics-bind-address", cmp.Or(strings.Join(metrics, ""), "0"), "--health-probe-bind-address", probes,
 			"--kubeconfig-out", filepath.Join(t.TempDir(), "kubeconfig")}
 	}
 
 	t.Run("ready", func(t *testing.T) {
-		probes := loopbackAddr(t)
+		probes := testenv.LoopbackAddr(t)
 		// With metrics served, controller-runtime's metrics server logs
 		// under the name it gives itself.
-		args := append(local(t, probes), "--metrics-bind-address", loopbackAddr(t))
+		args := local(t, probes, testenv.LoopbackAddr(t))
 		cmd := exec.Command(bin, append([]string{"local", "--controlplane-dir", dir, "--log-format", "console"}, args...)...)
 		out, err := interrupt(t, cmd, func() bool { return status(probes, "/readyz") == http.StatusOK })
 		require.NoError(t, err, "exit status; output:\n%s", out)
@@ -63,7 +63,7 @@ func TestLocalStopsCleanlyOnCtrlC(t *testing.T) {
 	// With --replicas, the other replicas run from the same binary, share
 	// the sharded controller's buckets, and stop with it.
 	t.Run("replicas", func(t *testing.T) {
-		probes := loopbackAddr(t)
+		probes := testenv.LoopbackAddr(t)
 		args := local(t, probes)
 		kubeconfig := args[len(args)-1]
 		cmd := exec.Command(bin, append([]string{"local", "--controlplane-dir", dir, "--replicas", "2"}, args...)...)
@@ -99,7 +99,7 @@ func TestLocalStopsCleanlyOnCtrlC(t *testing.T) {
 	// Interrupted while kube-apiserver and etcd start, it waits for them to
 	// be up, stops them and exits 0.
 	t.Run("starting", func(t *testing.T) {
-		cmd := exec.Command(bin, append([]string{"local", "--controlplane-dir", dir, "--log-format", "console"}, local(t, loopbackAddr(t))...)...)
+		cmd := exec.Command(bin, append([]string{"local", "--controlplane-dir", dir, "--log-format", "console"}, local(t, testenv.LoopbackAddr(t))...)...)
 		out, err := interrupt(t, cmd, func() bool {
 			return slices.ContainsFunc(descendants(t, cmd.Process.Pid), func(p proc) bool { return p.name == controlplane.Etcd })
 		})
@@ -110,7 +110,7 @@ func TestLocalStopsCleanlyOnCtrlC(t *testing.T) {
 
 	t.Run("make run", func(t *testing.T) {
 		require.NoError(t, controlplane.Check(controlplane.Dir()), "make run uses the cache's binaries")
-		probes := loopbackAddr(t)
+		probes := testenv.LoopbackAddr(t)
 		cmd := exec.Command("make", "--no-print-directory", "run", "LOCAL_APP="+bin, "ARGS="+strings.Join(local(t, probes), " "))
 		cmd.Dir = ".."
 		// As if typed in a terminal, not run by the make of `make test`.
@@ -281,13 +281,6 @@ func alive(p proc) bool {
 	now, _, err := parseStat(string(raw))
 	state := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
 	return err == nil && now == p && len(state) > 0 && state[0] != "Z"
-}
-
-func loopbackAddr(t *testing.T) string {
-	t.Helper()
-	addr, err := controlplane.LoopbackAddr()
-	require.NoError(t, err)
-	return addr
 }
 
 // status returns the status code of GET http://addr/path, or 0 if there is

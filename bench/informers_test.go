@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"iter"
+	"slices"
 	"sync"
 	"time"
 
@@ -154,21 +156,42 @@ func (s *informersSystem) start(ctx context.Context) {
 	}
 }
 
-func (s *informersSystem) synced() (bool, error) {
-	for _, i := range s.all {
+func (s *informersSystem) synced() (bool, error) { return allSynced(slices.Values(s.all)), nil }
+
+func (s *informersSystem) counts() (map[string]int, error) { return countsOf(s.stores), nil }
+
+// allSynced reports whether every informer of infs has synced.
+func allSynced(infs iter.Seq[cache.SharedIndexInformer]) bool {
+	for i := range infs {
 		if !i.HasSynced() {
-			return false, nil
+			return false
 		}
 	}
-	return true, nil
+	return true
 }
 
-func (s *informersSystem) counts() (map[string]int, error) {
-	out := make(map[string]int, len(s.stores))
-	for name, i := range s.stores {
+// countsOf returns how many objects each of stores holds, by name.
+func countsOf(stores map[string]cache.SharedIndexInformer) map[string]int {
+	out := make(map[string]int, len(stores))
+	for name, i := range stores {
 		out[name] = len(i.GetIndexer().ListKeys())
 	}
-	return out, nil
+	return out
+}
+
+// shutDownWithin runs shutDown, and waits for it until ctx ends.
+func shutDownWithin(ctx context.Context, shutDown func()) error {
+	done := make(chan struct{})
+	go func() {
+		shutDown()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("informers did not stop: %w", ctx.Err())
+	}
 }
 
 func (s *informersSystem) informers() int { return len(s.all) }
@@ -184,20 +207,12 @@ func (s *informersSystem) stop(ctx context.Context) error {
 	for _, c := range s.controllers {
 		c.queue.ShutDown()
 	}
-	done := make(chan struct{})
-	go func() {
+	return shutDownWithin(ctx, func() {
 		s.wg.Wait()
 		for _, c := range s.controllers {
 			for _, f := range c.factories {
 				f.Shutdown()
 			}
 		}
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("informers did not stop: %w", ctx.Err())
-	}
+	})
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -580,22 +581,9 @@ func (s *broadestInformers) start(ctx context.Context) {
 	}
 }
 
-func (s *broadestInformers) synced() (bool, error) {
-	for _, inf := range s.stores {
-		if !inf.HasSynced() {
-			return false, nil
-		}
-	}
-	return true, nil
-}
+func (s *broadestInformers) synced() (bool, error) { return allSynced(maps.Values(s.stores)), nil }
 
-func (s *broadestInformers) counts() (map[string]int, error) {
-	out := make(map[string]int, len(s.stores))
-	for name, inf := range s.stores {
-		out[name] = len(inf.GetIndexer().ListKeys())
-	}
-	return out, nil
-}
+func (s *broadestInformers) counts() (map[string]int, error) { return countsOf(s.stores), nil }
 
 func (s *broadestInformers) informers() int { return len(s.stores) }
 
@@ -607,17 +595,9 @@ func (s *broadestInformers) stop(ctx context.Context) error {
 	if s.cancel != nil {
 		s.cancel()
 	}
-	done := make(chan struct{})
-	go func() {
+	return shutDownWithin(ctx, func() {
 		for _, f := range s.factories {
 			f.Shutdown()
 		}
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("informers did not stop: %w", ctx.Err())
-	}
+	})
 }

@@ -27,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	"github.com/fxkube/fxkube/internal/testenv"
 )
@@ -72,7 +73,7 @@ func TestSharesAndRebalancing(t *testing.T) {
 	require.Len(t, leases.Items, 16, "only bucket Leases are left once every member stopped")
 	for _, l := range leases.Items {
 		assert.True(t, strings.HasPrefix(l.Name, "shard-bucket-"), l.Name)
-		assert.Empty(t, deref(l.Spec.HolderIdentity), "%s is released", l.Name)
+		assert.Empty(t, ptr.Deref(l.Spec.HolderIdentity, ""), "%s is released", l.Name)
 		assert.Equal(t, "shard", l.Labels[LeaseLabel])
 	}
 }
@@ -396,16 +397,9 @@ func (g *group) checkLeaseHolders() {
 		for _, b := range r.c.Owned() {
 			lease, err := g.kube.CoordinationV1().Leases(g.ns).Get(g.t.Context(), fmt.Sprintf("shard-bucket-%d", b), metav1.GetOptions{})
 			require.NoError(g.t, err)
-			assert.Equal(g.t, r.c.Identity(), deref(lease.Spec.HolderIdentity), "holder of bucket %d", b)
+			assert.Equal(g.t, r.c.Identity(), ptr.Deref(lease.Spec.HolderIdentity, ""), "holder of bucket %d", b)
 		}
 	}
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
 
 // recorder records when each replica held each bucket: from Acquired until

@@ -175,12 +175,17 @@ func (s *Shards) add(st sharded) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.stores = append(s.stores, st)
-	for _, b := range s.coordinator.Owned() {
+	owned := s.coordinator.Owned()
+	for i, b := range owned {
 		if err := s.acquireIn(st, b); err != nil {
+			// A store For refuses holds no bucket, and gets none later.
+			for _, held := range owned[:i] {
+				err = errors.Join(err, st.release(held))
+			}
 			return err
 		}
 	}
+	s.stores = append(s.stores, st)
 	return nil
 }
 

@@ -131,4 +131,5 @@ func TestShardsRunWhereShardSelectorsAreIgnored(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, o.GetUID(), got.UID)
 	}
+	assert.Equal(t, int64(len(objs)), added.Load(), "no object heard twice")
 }

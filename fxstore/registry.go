@@ -359,8 +359,8 @@ func (r *Registry) serveShardFromWhole(e *entry) bool {
 		whole = newEntry(wholeKey, e.example, e.transform, r)
 		whole.consumers = []string{"fxstore, for the shards of this spec: the API server does not apply shard selectors"}
 		r.addLocked(whole)
-	case whole.view.Load() == nil && whole.takeBindFailure():
-		r.startLate(whole)
+	default:
+		r.retryLocked(whole)
 	}
 	parent := whole
 	if v := whole.view.Load(); v != nil {
@@ -798,15 +798,21 @@ func (r *Registry) WaitForSync(ctx context.Context) error {
 func (r *Registry) WaitForStore(ctx context.Context, key Key) error {
 	r.mu.Lock()
 	if e, ok := r.entries[key]; ok && r.started && !r.stopped {
-		if v := e.view.Load(); v != nil {
-			e = v.parent // a view starts with its parent
-		}
-		if e.takeBindFailure() {
-			r.startLate(e)
-		}
+		r.retryLocked(e)
 	}
 	r.mu.Unlock()
 	return r.waitFor(ctx, &key)
+}
+
+// retryLocked starts e again if it could not be bound, or, for a view, its
+// parent. The registry's lock is held.
+func (r *Registry) retryLocked(e *entry) {
+	if v := e.view.Load(); v != nil {
+		e = v.parent // a view starts with its parent
+	}
+	if e.takeBindFailure() {
+		r.startLate(e)
+	}
 }
 
 // waitFor waits for the store with key, or for every store and delay.

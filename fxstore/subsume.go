@@ -83,15 +83,7 @@ func projectionCovered(broad, narrow Key) bool {
 // narrow's and narrow's others are on fields the client can evaluate.
 func fieldsCovered(broad, narrow *parsedKey) bool {
 	rest, ok := fieldsBeyond(broad, narrow)
-	if !ok {
-		return false
-	}
-	for _, r := range rest {
-		if !clientSideField(r.Field) {
-			return false
-		}
-	}
-	return true
+	return ok && onClientSide(rest) == nil
 }
 
 // fieldsBeyond returns narrow's field requirements that broad does not
@@ -111,8 +103,15 @@ func fieldsBeyond(broad, narrow *parsedKey) ([]fields.Requirement, bool) {
 	return rest, true
 }
 
-func clientSideField(field string) bool {
-	return field == "metadata.name" || field == "metadata.namespace"
+// onClientSide returns why reqs cannot all be evaluated on the client: a
+// field other than metadata.name and metadata.namespace.
+func onClientSide(reqs fields.Requirements) error {
+	for _, r := range reqs {
+		if r.Field != "metadata.name" && r.Field != "metadata.namespace" {
+			return fmt.Errorf("field %q cannot be selected on the client; only metadata.name and metadata.namespace can", r.Field)
+		}
+	}
+	return nil
 }
 
 // labelConstraints is what a selector's requirements allow, by key: the
@@ -352,10 +351,8 @@ func KeyMatcher(key Key) (func(client.Object) bool, error) {
 		return nil, err
 	}
 	reqs := fsel.Requirements()
-	for _, r := range reqs {
-		if !clientSideField(r.Field) {
-			return nil, fmt.Errorf("field %q cannot be selected on the client; only metadata.name and metadata.namespace can", r.Field)
-		}
+	if err := onClientSide(reqs); err != nil {
+		return nil, err
 	}
 	lreqs, _ := sel.Requirements()
 	inShard, err := shardMatcher(key)
@@ -442,10 +439,8 @@ func viewSelectionOf(broad, narrow *parsedKey) (viewSelection, error) {
 	if !ok {
 		return viewSelection{}, fmt.Errorf("fields %q are not all of %q", broad.FieldSelector, narrow.FieldSelector)
 	}
-	for _, r := range rest {
-		if !clientSideField(r.Field) {
-			return viewSelection{}, fmt.Errorf("field %q cannot be selected on the client; only metadata.name and metadata.namespace can", r.Field)
-		}
+	if err := onClientSide(rest); err != nil {
+		return viewSelection{}, err
 	}
 	sel := viewSelection{namespace: narrow.Namespace, fields: rest}
 	inShard, err := shardMatcher(narrow.Key)

@@ -2,6 +2,7 @@ package sharding_test
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -90,8 +91,8 @@ func (p *process) ready() bool {
 
 // written is a reconcile that stamped a ConfigMap, from a replica's log.
 type written struct {
-	replica, key, version string
-	began, ended          float64 // seconds since the epoch
+	replica, key string
+	began, ended float64 // seconds since the epoch
 }
 
 func (p *process) written(t *testing.T) []written {
@@ -99,7 +100,7 @@ func (p *process) written(t *testing.T) []written {
 	var out []written
 	for _, e := range p.logLines(t) {
 		if e.Msg == "checksum written" {
-			out = append(out, written{replica: p.name, key: e.ConfigMap, version: e.Version, began: e.Began, ended: e.TS})
+			out = append(out, written{replica: p.name, key: e.ConfigMap, began: e.Began, ended: e.TS})
 		}
 	}
 	return out
@@ -153,7 +154,6 @@ type logLine struct {
 	TS        float64 `json:"ts"`
 	Store     string  `json:"store"`
 	ConfigMap string  `json:"configMap"`
-	Version   string  `json:"resourceVersion"`
 	Began     float64 `json:"began"`
 }
 
@@ -361,7 +361,7 @@ func checkReplicas(t *testing.T, cfg *rest.Config, kubeconfig string, n int, ser
 	}
 	overlaps := 0
 	for key, ws := range byKey {
-		slices.SortFunc(ws, func(a, b written) int { return cmpFloat(a.began, b.began) })
+		slices.SortFunc(ws, func(a, b written) int { return cmp.Compare(a.began, b.began) })
 		for i := 1; i < len(ws); i++ {
 			if ws[i].replica != ws[i-1].replica && ws[i].began < ws[i-1].ended {
 				overlaps++
@@ -387,23 +387,13 @@ func checkReplicas(t *testing.T, cfg *rest.Config, kubeconfig string, n int, ser
 			}
 		}
 		if serverFilters {
-			assert.Positive(t, bucketInformers, "%s: each bucket's store lists and watches its bucket", p.name)
+			assert.GreaterOrEqual(t, bucketInformers, 5, "%s: each bucket's store lists and watches its bucket (5 buckets or more each)", p.name)
 			assert.Zero(t, fallback, "%s reports no fallback", p.name)
 		} else {
 			assert.Zero(t, bucketInformers, "%s: no bucket's store lists and watches every object", p.name)
 			assert.Equal(t, 1, fallback, "%s says once that its buckets are views of the store of the whole spec", p.name)
 		}
 	}
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Outside a cluster, an app with a sharded controller and no
