@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -243,7 +244,16 @@ func TestShardsServedFromWholeStore(t *testing.T) {
 			added = append(added, cm)
 		}
 		require.NotEmpty(t, inShard(lower, added))
-		eventually(t, func() bool { return len(names(t, hi)) == len(inShard(upper, append(objs, added...))) })
+		// One watch delivers in order: once the upper shard holds an object
+		// made last, the whole store has heard every one before it.
+		last := newCM("last")
+		for ok, _ := upper.Matches(last); !ok; ok, _ = upper.Matches(last) {
+			last = newCM("last")
+		}
+		require.NoError(t, src.Client().Create(t.Context(), last))
+		added = append(added, last)
+		eventually(t, func() bool { return slices.Contains(names(t, hi), "last") })
+		assert.ElementsMatch(t, inShard(upper, append(objs, added...)), names(t, hi))
 		assert.ElementsMatch(t, inShard(lower, objs), events.get(), "a dropped shard's handlers hear nothing more")
 		lo, err = fxstore.For[*corev1.ConfigMap](r, spec(lower))
 		require.NoError(t, err)
