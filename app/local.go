@@ -9,55 +9,28 @@ package app
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	cliflag "k8s.io/component-base/cli/flag"
 
 	"github.com/fxkube/fxkube/internal/controlplane"
 )
 
 func init() { taggedCommands = append(taggedCommands, (*app).localCommand) }
 
-// featureGates is the --feature-gates flag: gates named set, others keep
-// what they held.
-type featureGates map[string]bool
-
-func (g featureGates) String() string {
-	var parts []string
-	for _, name := range slices.Sorted(maps.Keys(g)) {
-		parts = append(parts, name+"="+strconv.FormatBool(g[name]))
-	}
-	return strings.Join(parts, ",")
-}
-
-func (g featureGates) Set(value string) error {
-	for part := range strings.SplitSeq(value, ",") {
-		name, on, ok := strings.Cut(strings.TrimSpace(part), "=")
-		enabled, err := strconv.ParseBool(on)
-		if !ok || name == "" || err != nil {
-			return fmt.Errorf("%q is not a gate's name, =, and true or false, as in ShardedListAndWatch=true", part)
-		}
-		g[name] = enabled
-	}
-	return nil
-}
-
-func (g featureGates) Type() string { return "gates" }
-
 func (a *app) localCommand() *cobra.Command {
 	var dir, kubeconfigOut string
 	replicas := 1
-	gates := map[string]bool{"ShardedListAndWatch": true}
+	var gates map[string]bool
 	cmd := &cobra.Command{
 		Use:   "local",
 		Short: "Start a local control plane and run the controllers against it until interrupted",
@@ -113,7 +86,9 @@ The binaries come from --controlplane-dir, which ` + "`make controlplane`" + ` f
 				defer func() { err = errors.Join(err, os.RemoveAll(tmp)) }()
 				kubeconfigOut = filepath.Join(tmp, "kubeconfig")
 			}
-			cp, err := controlplane.Start(dir, controlplane.WithFeatureGates(gates))
+			cp, err := controlplane.Start(dir,
+				controlplane.WithFeatureGates(map[string]bool{"ShardedListAndWatch": true}),
+				controlplane.WithFeatureGates(gates))
 			if err != nil {
 				return fmt.Errorf("start the local control plane: %w", err)
 			}
@@ -137,7 +112,7 @@ The binaries come from --controlplane-dir, which ` + "`make controlplane`" + ` f
 	cmd.Flags().StringVar(&dir, "controlplane-dir", controlplane.Dir(), "directory holding kube-apiserver, etcd and kubectl")
 	cmd.Flags().StringVar(&kubeconfigOut, "kubeconfig-out", "", "where to write the kubeconfig (default: a file in a new temporary directory)")
 	cmd.Flags().IntVar(&replicas, "replicas", 1, "how many replicas of the app to run (this process and others started from its binary)")
-	cmd.Flags().Var(featureGates(gates), "feature-gates", "kube-apiserver's feature gates, as its --feature-gates flag takes them: A=true,B=false (ShardedListAndWatch is on unless turned off here)")
+	cmd.Flags().Var(cliflag.NewMapStringBool(&gates), "feature-gates", "kube-apiserver's feature gates, as its --feature-gates flag takes them: A=true,B=false (ShardedListAndWatch is on unless turned off here)")
 	return cmd
 }
 

@@ -108,6 +108,22 @@ func TestLocalStopsCleanlyOnCtrlC(t *testing.T) {
 		assert.NotContains(t, out, "export KUBECONFIG", "the app stopped before it ran")
 	})
 
+	// --feature-gates adds to ShardedListAndWatch=true, or turns it off;
+	// kube-apiserver refuses a gate it does not know, and the error names
+	// the gates it was given.
+	t.Run("feature gates", func(t *testing.T) {
+		for _, tt := range []struct{ give, want string }{
+			{give: "NoSuchGate=true", want: "--feature-gates=NoSuchGate=true,ShardedListAndWatch=true"},
+			{give: "ShardedListAndWatch=false,NoSuchGate=true", want: "--feature-gates=NoSuchGate=true,ShardedListAndWatch=false"},
+			{give: "NoSuchGate", want: `invalid argument "NoSuchGate" for "--feature-gates" flag`},
+		} {
+			cmd := exec.CommandContext(t.Context(), bin, append([]string{"local", "--controlplane-dir", dir, "--feature-gates", tt.give}, local(t, testenv.LoopbackAddr(t))...)...)
+			out, err := cmd.CombinedOutput()
+			require.Error(t, err, "--feature-gates %s; output:\n%s", tt.give, out)
+			assert.Contains(t, string(out), tt.want, "--feature-gates %s", tt.give)
+		}
+	})
+
 	t.Run("make run", func(t *testing.T) {
 		require.NoError(t, controlplane.Check(controlplane.Dir()), "make run uses the cache's binaries")
 		probes := testenv.LoopbackAddr(t)

@@ -2,9 +2,8 @@ package controlplane
 
 import (
 	"maps"
-	"slices"
-	"strconv"
-	"strings"
+
+	cliflag "k8s.io/component-base/cli/flag"
 )
 
 // An Option configures the control plane that Start starts.
@@ -43,12 +42,5 @@ func newOptions(opts []Option) options {
 // featureGatesFlag returns the value of --feature-gates, gates sorted by
 // name, or "" when no gate is set.
 func (o options) featureGatesFlag() string {
-	var b strings.Builder
-	for _, name := range slices.Sorted(maps.Keys(o.featureGates)) {
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(name + "=" + strconv.FormatBool(o.featureGates[name]))
-	}
-	return b.String()
+	return cliflag.NewMapStringBool(&o.featureGates).String()
 }
