@@ -13,11 +13,11 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/pager"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fxkube/fxkube/connection"
@@ -244,22 +244,25 @@ func (a *app) liveSharding(ctx context.Context, info fxshard.Info, scheme *k8sru
 }
 
 // countByBucket adds to objects, by bucket, the objects st selects, listed
-// as metadata.
-func countByBucket(ctx context.Context, c client.Client, st fxshard.StoreInfo, buckets fxshard.Buckets, objects []int) error {
-	// Keys hold canonical selectors, which parse.
-	lsel, _ := labels.Parse(st.Key.LabelSelector)
-	fsel, _ := fields.ParseSelector(st.Key.FieldSelector)
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(st.Key.Kind.GroupVersion().WithKind(st.Key.Kind.Kind + "List"))
-	if err := c.List(ctx, list, &client.ListOptions{Namespace: st.Key.Namespace, LabelSelector: lsel, FieldSelector: fsel}); err != nil {
-		return fmt.Errorf("list the objects of sharded store %s: %w", st.Key, err)
+// as metadata in pages.
+func countByBucket(ctx context.Context, c client.WithWatch, st fxshard.StoreInfo, buckets fxshard.Buckets, objects []int) error {
+	key := st.Key
+	key.Projection, key.Shard = fxstore.Metadata, ""
+	lw, err := fxstore.NewListerWatcher(c, key)
+	if err != nil {
+		return fmt.Errorf("sharded store %s: %w", st.Key, err)
 	}
-	for i := range list.Items {
-		b, err := buckets.Of(&list.Items[i], st.ShardKey)
+	list := cache.ToListerWatcherWithContext(lw).ListWithContext
+	err = pager.New(list).EachListItem(ctx, metav1.ListOptions{}, func(o k8sruntime.Object) error {
+		b, err := buckets.Of(o, st.ShardKey)
 		if err != nil {
-			return fmt.Errorf("sharded store %s: %w", st.Key, err)
+			return err
 		}
 		objects[b]++
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("count the objects of sharded store %s: %w", st.Key, err)
 	}
 	return nil
 }

@@ -131,8 +131,13 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
+// bucketLeasePrefix and memberLeasePrefix begin the names of the group's
+// Leases: <Name>-bucket-<i> and <Name>-member-<identity>.
+func (c Config) bucketLeasePrefix() string { return c.Name + "-bucket-" }
+func (c Config) memberLeasePrefix() string { return c.Name + "-member-" }
+
 func (c Config) bucketLeaseName(bucket int) string {
-	return c.Name + "-bucket-" + strconv.Itoa(bucket)
+	return c.bucketLeasePrefix() + strconv.Itoa(bucket)
 }
 
 // memberLeaseName returns the name of the member Lease of c.Identity, a
@@ -141,7 +146,7 @@ func (c Config) bucketLeaseName(bucket int) string {
 // with '-' for the rest, and gets a hash of itself, so that identities that
 // differ only in case or punctuation get different Leases.
 func (c Config) memberLeaseName() string {
-	prefix := c.Name + "-member-"
+	prefix := c.memberLeasePrefix()
 	if validation.IsDNS1123Subdomain(prefix+c.Identity) == nil {
 		return prefix + c.Identity
 	}

@@ -125,7 +125,7 @@ func New(client kubernetes.Interface, handler Handler, cfg Config) (*Coordinator
 		buckets:      Buckets{n: uint64(cfg.Buckets)}, // checked by withDefaults
 		leaseSeconds: int(math.Ceil(cfg.LeaseDuration.Seconds())),
 		bucketByName: make(map[string]int, cfg.Buckets),
-		memberPrefix: cfg.Name + "-member-",
+		memberPrefix: cfg.memberLeasePrefix(),
 		epoch:        time.Now(),
 		owns:         make([]atomic.Int64, cfg.Buckets),
 		member:       cfg.leaseLock(client, cfg.memberLeaseName()),

@@ -77,7 +77,7 @@ func ReadGroup(ctx context.Context, client kubernetes.Interface, cfg Config) (Gr
 		g.Buckets[b].Bucket = b
 	}
 	members := map[string]*MemberLease{}
-	bucketPrefix, memberPrefix := cfg.Name+"-bucket-", cfg.Name+"-member-"
+	bucketPrefix, memberPrefix := cfg.bucketLeasePrefix(), cfg.memberLeasePrefix()
 	for i := range leases.Items {
 		l := &leases.Items[i]
 		holder, renewed, expired := leaseHolder(l, now)
