@@ -2,11 +2,7 @@ package checksum
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"maps"
-	"slices"
 	"time"
 
 	"go.uber.org/fx"
@@ -19,6 +15,7 @@ import (
 	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxshard"
 	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/internal/datahash"
 )
 
 const (
@@ -63,16 +60,12 @@ type reconciler struct {
 
 // Sum returns the checksum Annotation holds for cm's data.
 func Sum(cm *corev1.ConfigMap) string {
-	h := sha256.New()
-	for _, k := range slices.Sorted(maps.Keys(cm.Data)) {
-		fmt.Fprintf(h, "data %d:%s=%d:%s\n", len(k), k, len(cm.Data[k]), cm.Data[k])
-	}
-	for _, k := range slices.Sorted(maps.Keys(cm.BinaryData)) {
-		fmt.Fprintf(h, "binaryData %d:%s=%d:", len(k), k, len(cm.BinaryData[k]))
-		h.Write(cm.BinaryData[k])
-		h.Write([]byte("\n"))
-	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+	w := datahash.New()
+	w.String("data")
+	datahash.Map(w, cm.Data)
+	w.String("binaryData")
+	datahash.Map(w, cm.BinaryData)
+	return "sha256:" + w.Sum()
 }
 
 func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {

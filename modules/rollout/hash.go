@@ -1,17 +1,13 @@
 package rollout
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
-	"hash"
-	"io"
-	"maps"
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/fxkube/fxkube/internal/datahash"
 )
 
 // references are the names of the ConfigMaps and Secrets a pod spec refers
@@ -121,59 +117,36 @@ func indexKeys(d *appsv1.Deployment, names []string) []string {
 // The input is unambiguous (every string is length-prefixed, maps are in key
 // order), so different data never hashes the same by construction.
 func configHash(refs references, configMap func(name string) (*corev1.ConfigMap, error), secret func(name string) (*corev1.Secret, error)) (string, error) {
-	w := hashWriter{h: sha256.New()}
+	w := datahash.New()
 	for _, name := range refs.configMaps {
-		w.string("ConfigMap")
-		w.string(name)
+		w.String("ConfigMap")
+		w.String(name)
 		cm, err := configMap(name)
 		switch {
 		case apierrors.IsNotFound(err):
-			w.string("missing")
+			w.String("missing")
 		case err != nil:
 			return "", err
 		default:
-			w.string("data")
-			writeMap(&w, cm.Data)
-			w.string("binaryData")
-			writeMap(&w, cm.BinaryData)
+			w.String("data")
+			datahash.Map(w, cm.Data)
+			w.String("binaryData")
+			datahash.Map(w, cm.BinaryData)
 		}
 	}
 	for _, name := range refs.secrets {
-		w.string("Secret")
-		w.string(name)
+		w.String("Secret")
+		w.String(name)
 		s, err := secret(name)
 		switch {
 		case apierrors.IsNotFound(err):
-			w.string("missing")
+			w.String("missing")
 		case err != nil:
 			return "", err
 		default:
-			w.string("data")
-			writeMap(&w, s.Data)
+			w.String("data")
+			datahash.Map(w, s.Data)
 		}
 	}
-	return hex.EncodeToString(w.h.Sum(nil)), nil
-}
-
-// hashWriter writes length-prefixed values to a hash.
-type hashWriter struct {
-	h   hash.Hash
-	buf [binary.MaxVarintLen64]byte
-}
-
-func (w *hashWriter) uint(n int) {
-	w.h.Write(w.buf[:binary.PutUvarint(w.buf[:], uint64(n))])
-}
-
-func (w *hashWriter) string(s string) {
-	w.uint(len(s))
-	_, _ = io.WriteString(w.h, s)
-}
-
-func writeMap[V ~string | ~[]byte](w *hashWriter, m map[string]V) {
-	w.uint(len(m))
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		w.string(k)
-		w.string(string(m[k]))
-	}
+	return w.Sum(), nil
 }
