@@ -223,23 +223,30 @@ func (a *app) run(ctx context.Context, stderr io.Writer, cfg *rest.Config) error
 	if err := fxApp.Err(); err != nil {
 		return fmt.Errorf("build the app: %w", err)
 	}
-	// fx takes SIGINT and SIGTERM once started; until then (stores may
-	// take minutes to sync) a signal cancels the start, which rolls back,
-	// and the process stops cleanly.
+	// fx relays SIGINT and SIGTERM from the first Wait on: asked for
+	// before Start, it misses none that arrives while the app starts, up
+	// to the last hook. Until started (stores may take minutes to sync),
+	// such a signal also cancels the start, which rolls back, and the
+	// process stops cleanly.
+	shutdown := fxApp.Wait()
 	startCtx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	err = fxApp.Start(startCtx)
 	interrupted := startCtx.Err() != nil && ctx.Err() == nil
 	stopSignals()
-	if err != nil && interrupted {
-		log.Info("interrupted while starting; stopped")
-		return nil
-	}
 	if err != nil {
+		// Start has rolled back; Stop ends fx's relay of signals.
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fxApp.StopTimeout())
+		_ = fxApp.Stop(stopCtx)
+		cancel()
+		if interrupted {
+			log.Info("interrupted while starting; stopped")
+			return nil
+		}
 		log.Error("start failed", zap.Error(err))
 		fmt.Fprintf(stderr, "%s: start failed: %v\n", a.name, err)
 		return exitError(1)
 	}
-	sig := <-fxApp.Wait()
+	sig := <-shutdown
 	log.Info("stopping", zap.Stringer("signal", sig.Signal), zap.Int("exitCode", sig.ExitCode))
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fxApp.StopTimeout())
 	defer cancel()

@@ -2,9 +2,11 @@ package test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 
@@ -75,7 +78,7 @@ func TestBinaryExitsZeroOnSIGTERM(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	probes := testenv.LoopbackAddr(t)
-	var logs bytes.Buffer
+	var logs testenv.Buffer
 	run := exec.Command(bin, "run", "--kubeconfig", testenv.KubeconfigPath(t),
 		"--metrics-bind-address", "0", "--health-probe-bind-address", probes, "--stop-timeout", "10s",
 		// Leader election logs through klog, which must come out as zap.
@@ -113,6 +116,33 @@ func TestBinaryExitsZeroOnSIGTERM(t *testing.T) {
 		var entry map[string]any
 		if assert.NoError(t, json.Unmarshal([]byte(line), &entry), "not a JSON log line: %q", line) {
 			assert.Contains(t, entry, "logger", line)
+		}
+	}
+}
+
+// A SIGTERM that arrives while the app starts stops it cleanly, wherever in
+// the start it falls: up to the end of the last start hook, which is too late
+// to cancel the start, so the app stops once started. (Before, a signal
+// between the start's last check of its context and fx's relay of signals
+// was taken and never acted on: the app ran on until killed.) The signal is
+// sent to this test's process, which the app running in it takes.
+func TestSIGTERMWhileStartingStopsTheApp(t *testing.T) {
+	for round := range 5 {
+		lastHook := fx.Invoke(func(lc fx.Lifecycle) {
+			lc.Append(fx.Hook{OnStart: func(context.Context) error {
+				return syscall.Kill(os.Getpid(), syscall.SIGTERM)
+			}})
+		})
+		cmd := app.Command("fxkube-sigterm", configMapsModule, lastHook)
+		cmd.SetArgs([]string{"run", "--kubeconfig", testenv.KubeconfigPath(t),
+			"--metrics-bind-address", "0", "--health-probe-bind-address", testenv.LoopbackAddr(t)})
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Execute() }()
+		select {
+		case err := <-exited:
+			require.NoError(t, err, "round %d", round)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("round %d: still running 30s after SIGTERM", round)
 		}
 	}
 }
