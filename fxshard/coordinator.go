@@ -55,6 +55,9 @@ type Coordinator struct {
 	started atomic.Bool
 	member  *resourcelock.LeaseLock
 	joined  metav1.Time
+	// inGroup is true from the end of the first rebalance to the start of
+	// leave (see InGroup).
+	inGroup atomic.Bool
 
 	changed chan struct{} // a Lease changed; holds at most one signal
 	drained chan int      // buckets whose Releasing returned
@@ -187,6 +190,12 @@ func (c *Coordinator) Members() []string {
 	defer c.mu.Unlock()
 	return slices.Clone(c.members)
 }
+
+// InGroup reports whether this replica is a member of the group: it has
+// written its member Lease, read the group's Leases and taken the free
+// buckets of its share once, and has not begun to leave. Until then, the
+// buckets it holds (none) say nothing of its share.
+func (c *Coordinator) InGroup() bool { return c.inGroup.Load() }
 
 // Handovers returns the counts of buckets acquired, released and lost here.
 func (c *Coordinator) Handovers() Handovers {
@@ -338,6 +347,7 @@ func (c *Coordinator) lead(ctx, base context.Context) {
 	tick := time.NewTicker(c.cfg.RetryPeriod)
 	defer tick.Stop()
 	c.rebalance(base)
+	c.inGroup.Store(true)
 	for {
 		select {
 		case <-ctx.Done():
@@ -357,6 +367,7 @@ func (c *Coordinator) lead(ctx, base context.Context) {
 // meanwhile, so that the others count one member less by the time the
 // buckets are free and take each at once.
 func (c *Coordinator) leave(ctx context.Context) {
+	c.inGroup.Store(false)
 	c.mu.Lock()
 	for b := range c.held {
 		if c.held[b].state == held {

@@ -153,12 +153,17 @@ func (s *Shards) used() bool {
 	return len(s.stores) > 0
 }
 
-// readiness is the "shards" check: the stores of the buckets held have
-// synced.
+// readiness is the "shards" check: with sharded stores, the replica is in
+// its group (it has taken the free buckets of its share once), and the
+// stores of the buckets it holds have synced.
 func readiness(s *Shards) lifecycle.Check {
 	return lifecycle.Check{Name: "shards", Readiness: true, Checker: func(*http.Request) error {
+		info := s.Info()
+		if len(info.Stores) > 0 && !s.coordinator.InGroup() {
+			return fmt.Errorf("not in group %s yet: this replica has not taken its share of the buckets", info.Group)
+		}
 		var errs []error
-		for _, st := range s.Info().Stores {
+		for _, st := range info.Stores {
 			if !st.Synced {
 				errs = append(errs, fmt.Errorf("%s sharded by %s: a bucket's store has not synced", st.Key, st.ShardKey))
 			}
