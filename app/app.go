@@ -206,8 +206,8 @@ func loadConfig() (*rest.Config, error) {
 }
 
 // run runs the app against the cluster of cfg, or of --kubeconfig when cfg
-// is nil, until SIGINT or SIGTERM. A failed start is logged and returned as
-// exit code 1.
+// is nil, until SIGINT or SIGTERM, or until ctx ends. A failed start is
+// logged and returned as exit code 1.
 func (a *app) run(ctx context.Context, stderr io.Writer, cfg *rest.Config) error {
 	log, err := a.logger()
 	if err != nil {
@@ -231,7 +231,8 @@ func (a *app) run(ctx context.Context, stderr io.Writer, cfg *rest.Config) error
 	shutdown := fxApp.Wait()
 	startCtx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	err = fxApp.Start(startCtx)
-	interrupted := startCtx.Err() != nil && ctx.Err() == nil
+	// Canceled by a signal, or by ctx's end (local ends it on a signal).
+	interrupted := startCtx.Err() != nil
 	stopSignals()
 	if err != nil {
 		// Start has rolled back; Stop ends fx's relay of signals.
@@ -246,16 +247,22 @@ func (a *app) run(ctx context.Context, stderr io.Writer, cfg *rest.Config) error
 		fmt.Fprintf(stderr, "%s: start failed: %v\n", a.name, err)
 		return exitError(1)
 	}
-	sig := <-shutdown
-	log.Info("stopping", zap.Stringer("signal", sig.Signal), zap.Int("exitCode", sig.ExitCode))
+	exitCode := 0
+	select {
+	case sig := <-shutdown:
+		log.Info("stopping", zap.Stringer("signal", sig.Signal), zap.Int("exitCode", sig.ExitCode))
+		exitCode = sig.ExitCode
+	case <-ctx.Done():
+		log.Info("stopping", zap.NamedError("cause", context.Cause(ctx)))
+	}
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fxApp.StopTimeout())
 	defer cancel()
 	if err := fxApp.Stop(stopCtx); err != nil {
 		log.Error("stop failed", zap.Error(err))
 		return exitError(1)
 	}
-	if sig.ExitCode != 0 {
-		return exitError(sig.ExitCode)
+	if exitCode != 0 {
+		return exitError(exitCode)
 	}
 	return nil
 }

@@ -183,3 +183,30 @@ func TestStopIsBoundedByStopTimeout(t *testing.T) {
 	assert.Less(t, time.Since(begin), 5*time.Second)
 	assert.Equal(t, 1, ta.logs.FilterMessage("runnables did not finish within the stop timeout; stopping anyway").Len())
 }
+
+// Given last to fx.New, as the app package gives it, Options' start hook
+// is the app's last one, after the hook of a root option given before it:
+// that hook runs before the probes serve, and a start it cancels fails
+// before the lifecycle's hook starts anything, so nothing is left running
+// (goleak), though fx rolls back with the canceled context.
+func TestOptionsHookIsTheLast(t *testing.T) {
+	probes := testenv.LoopbackAddr(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	served := -1
+	app := fx.New(
+		fxstore.Module,
+		fx.Provide(func(s *k8sruntime.Scheme) fxstore.Source { return fxstoretest.NewSource(s) }),
+		fx.Invoke(func(lc fx.Lifecycle) {
+			lc.Append(fx.StartHook(func(ctx context.Context) error {
+				served = probe(t, probes, "/readyz")
+				cancel()
+				return ctx.Err()
+			}))
+		}),
+		lifecycle.Options(lifecycle.Config{MetricsBindAddress: "0", HealthProbeBindAddress: probes}),
+	)
+	require.NoError(t, app.Err())
+	require.ErrorIs(t, app.Start(ctx), context.Canceled)
+	assert.Zero(t, served, "the probes did not serve yet: the lifecycle's hook had not run")
+}

@@ -90,6 +90,12 @@ var Module = fx.Module("lifecycle",
 // Options returns Module together with the fx settings an app needs: start
 // and stop timeouts that fit cfg (fx's default of 15 seconds is too short to
 // sync large stores), fx's own events logged through zap, and cfg supplied.
+//
+// Given last to fx.New, as the app package does, it makes the lifecycle's
+// start hook the app's last one: a start canceled after that hook would be
+// rolled back by fx with the canceled context, which runs no OnStop hook
+// (uber-go/fx#1034), and leave the app's servers, stores and runnables
+// running. The lifecycle's own hook undoes what it did when it fails.
 func Options(cfg Config) fx.Option {
 	full := cfg.withDefaults()
 	return fx.Options(
@@ -106,7 +112,11 @@ func Options(cfg Config) fx.Option {
 			l.UseErrorLevel(zapcore.DebugLevel)
 			return l
 		}),
-		Module,
+		fx.Module("lifecycle", fx.Provide(newWebhooks)),
+		// At the root, not in the module: fx runs a module's invokes
+		// before its parent's, so this one runs after those of the
+		// modules and root options given before it.
+		fx.Invoke(register),
 	)
 }
 
