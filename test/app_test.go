@@ -17,8 +17,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/fx"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/yaml"
 
 	"github.com/fxkube/fxkube/app"
@@ -33,22 +34,24 @@ import (
 // them as a service account bound only to it; without one of its rules,
 // start fails naming the store that rule covered.
 func TestRBACFromTheGraphIsEnough(t *testing.T) {
+	kube, err := kubernetes.NewForConfig(testenv.Config(t))
+	require.NoError(t, err)
+	ns := newNamespace(t.Context(), t, kube)
 	k := newKubectl(t)
 	var out bytes.Buffer
 	cmd := app.Command("fxkube", rollout.Module, mirror.Module)
 	cmd.SetOut(&out)
-	cmd.SetArgs([]string{"rbac", "--service-account", "fxkube-rbac/fxkube"})
+	cmd.SetArgs([]string{"rbac", "--service-account", ns + "/fxkube"})
 	require.NoError(t, cmd.Execute())
-	k.run("", "create", "namespace", "fxkube-rbac")
-	k.run(out.String(), "apply", "-f", "-")
+	k.apply(out.String())
 
-	user := testenv.User(t, "system:serviceaccount:fxkube-rbac:fxkube", "system:serviceaccounts", "system:serviceaccounts:fxkube-rbac")
+	serviceAccount := "system:serviceaccount:" + ns + ":fxkube"
+	user := testenv.User(t, serviceAccount, "system:serviceaccounts", "system:serviceaccounts:"+ns)
 	running := newApp(t, user, lifecycle.Config{}, fxcontroller.Module, rollout.Module, mirror.Module)
 	running.RequireStart()
-	k.run("", "create", "namespace", "rbac-source")
-	k.run("", "create", "namespace", "rbac-target")
-	k.run(mirrorSourceYAML("ConfigMap", "rbac-source", "rbac-target", "data: {color: blue}"), "apply", "-f", "-")
-	k.eventually(`{"color":"blue"}`, "get", "configmap", "settings", "-n", "rbac-target", "--ignore-not-found", "-o", "jsonpath={.data}")
+	source, target := newNamespace(t.Context(), t, kube), newNamespace(t.Context(), t, kube)
+	k.run(mirrorSourceYAML("ConfigMap", source, target, "data: {color: blue}"), "apply", "-f", "-")
+	k.eventually(`{"color":"blue"}`, "get", "configmap", "settings", "-n", target, "--ignore-not-found", "-o", "jsonpath={.data}")
 	running.RequireStop()
 
 	// Drop the ClusterRole's rule for Secrets.
@@ -65,7 +68,7 @@ func TestRBACFromTheGraphIsEnough(t *testing.T) {
 	err = newApp(t, user, lifecycle.Config{}, fxcontroller.Module, rollout.Module, mirror.Module).Start(t.Context())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(),
-		`store Secret/v1 (all namespaces): forbidden: user "system:serviceaccount:fxkube-rbac:fxkube" cannot list or watch secrets at cluster scope`)
+		`store Secret/v1 (all namespaces): forbidden: user "`+serviceAccount+`" cannot list or watch secrets at cluster scope`)
 	assert.NotContains(t, err.Error(), "ConfigMap")
 }
 
@@ -120,20 +123,22 @@ func TestBinaryExitsZeroOnSIGTERM(t *testing.T) {
 	}
 }
 
-// A SIGTERM that arrives while the app starts stops it cleanly, wherever in
-// the start it falls: up to the end of the last start hook, which is too late
-// to cancel the start, so the app stops once started. (Before, a signal
-// between the start's last check of its context and fx's relay of signals
-// was taken and never acted on: the app ran on until killed.) The signal is
-// sent to this test's process, which the app running in it takes.
+// A SIGTERM that arrives as the app's start ends stops it cleanly: sent by
+// a runnable, which the start runs just before it returns, the signal comes
+// too late to cancel the start, and the app stops once started. (Before, a
+// signal between the start's last look at its context and fx's relay of
+// signals was taken and never acted on: the app ran on until killed.) The
+// signal is sent to this test's process, which the app running in it takes.
 func TestSIGTERMWhileStartingStopsTheApp(t *testing.T) {
 	for round := range 5 {
-		lastHook := fx.Invoke(func(lc fx.Lifecycle) {
-			lc.Append(fx.Hook{OnStart: func(context.Context) error {
-				return syscall.Kill(os.Getpid(), syscall.SIGTERM)
-			}})
-		})
-		cmd := app.Command("fxkube-sigterm", configMapsModule, lastHook)
+		signals := lifecycle.Runnables(manager.RunnableFunc(func(ctx context.Context) error {
+			if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+				return err
+			}
+			<-ctx.Done()
+			return nil
+		}))
+		cmd := app.Command("fxkube-sigterm", configMapsModule, signals)
 		cmd.SetArgs([]string{"run", "--kubeconfig", testenv.KubeconfigPath(t),
 			"--metrics-bind-address", "0", "--health-probe-bind-address", testenv.LoopbackAddr(t)})
 		exited := make(chan error, 1)

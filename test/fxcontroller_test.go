@@ -25,8 +25,6 @@ import (
 	"github.com/fxkube/fxkube/lifecycle"
 )
 
-const controllerNamespace = "fxcontroller"
-
 // seen is what a reconcile saw: the controller, the request, and the
 // ConfigMap's "version" read from the controller's own store.
 type seen struct {
@@ -35,15 +33,13 @@ type seen struct {
 	version    string
 }
 
-// configMapSpec is the watch spec both modules ask for.
-var configMapSpec = fxstore.Spec{Namespace: controllerNamespace}
-
-// annotateModule reconciles ConfigMaps (its primary store): it annotates
-// each with its version and records an Event, then reports what it saw.
-func annotateModule(seenCh chan<- seen) fx.Option {
+// annotateModule reconciles the ConfigMaps in ns (its primary store): it
+// annotates each with its version and records an Event, then reports what it
+// saw.
+func annotateModule(ns string, seenCh chan<- seen) fx.Option {
 	return fx.Module("annotate", fxcontroller.Provide(
 		func(stores *fxstore.Registry, c client.Client, recorders fxcontroller.RecorderProvider) (*fxcontroller.Controller, error) {
-			cms, err := fxstore.For[*corev1.ConfigMap](stores, configMapSpec)
+			cms, err := fxstore.For[*corev1.ConfigMap](stores, fxstore.Spec{Namespace: ns})
 			if err != nil {
 				return nil, err
 			}
@@ -69,16 +65,17 @@ func annotateModule(seenCh chan<- seen) fx.Option {
 		}))
 }
 
-// mirrorModule reconciles Secrets; ConfigMaps (a secondary store) map to the
-// Secret of the same name.
-func mirrorModule(seenCh chan<- seen) fx.Option {
+// mirrorModule reconciles the Secrets in ns; ConfigMaps (a secondary store)
+// map to the Secret of the same name.
+func mirrorModule(ns string, seenCh chan<- seen) fx.Option {
 	return fx.Module("mirror", fxcontroller.Provide(
 		func(stores *fxstore.Registry) (*fxcontroller.Controller, error) {
-			secrets, err := fxstore.For[*corev1.Secret](stores, fxstore.Spec{Namespace: controllerNamespace})
+			spec := fxstore.Spec{Namespace: ns}
+			secrets, err := fxstore.For[*corev1.Secret](stores, spec)
 			if err != nil {
 				return nil, err
 			}
-			cms, err := fxstore.For[*corev1.ConfigMap](stores, configMapSpec)
+			cms, err := fxstore.For[*corev1.ConfigMap](stores, spec)
 			if err != nil {
 				return nil, err
 			}
@@ -104,14 +101,13 @@ func TestControllersShareStores(t *testing.T) {
 	ctx := t.Context()
 	kube, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
-	_, err = kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: controllerNamespace}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	cms := kube.CoreV1().ConfigMaps(controllerNamespace)
+	ns := newNamespace(ctx, t, kube)
+	cms := kube.CoreV1().ConfigMaps(ns)
 	_, err = cms.Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "settings"}, Data: map[string]string{"version": "1"},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	_, err = kube.CoreV1().Secrets(controllerNamespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "settings"}}, metav1.CreateOptions{})
+	_, err = kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "settings"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
 	seenCh := make(chan seen, 100)
@@ -121,8 +117,8 @@ func TestControllersShareStores(t *testing.T) {
 		fxstore.Module,
 		fxcontroller.Module,
 		lifecycle.Options(lifecycle.Config{MetricsBindAddress: "0", HealthProbeBindAddress: "0"}),
-		annotateModule(seenCh),
-		mirrorModule(seenCh),
+		annotateModule(ns, seenCh),
+		mirrorModule(ns, seenCh),
 		fx.Populate(&controllers),
 	)
 	require.Len(t, controllers, 2)
@@ -131,7 +127,7 @@ func TestControllersShareStores(t *testing.T) {
 	app.RequireStart()
 	defer app.RequireStop()
 
-	key := controllerNamespace + "/settings"
+	key := ns + "/settings"
 	// waitFor waits until every controller has reconciled key having seen
 	// version in its store.
 	waitFor := func(version string) {
@@ -164,7 +160,7 @@ func TestControllersShareStores(t *testing.T) {
 		return err == nil && cm.Annotations["version"] == "2"
 	}, 10*time.Second, 50*time.Millisecond)
 	require.Eventually(t, func() bool {
-		list, err := kube.EventsV1().Events(controllerNamespace).List(ctx, metav1.ListOptions{})
+		list, err := kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false
 		}

@@ -28,9 +28,9 @@ type consumers struct {
 	api []*fxstore.Store[*corev1.ConfigMap]
 }
 
-func askFor(c *consumers, web bool, selector string) fx.Option {
+func askFor(c *consumers, ns string, web bool, selector string) fx.Option {
 	return fx.Invoke(func(r *fxstore.Registry) error {
-		s, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{Namespace: "dedup", LabelSelector: selector})
+		s, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{Namespace: ns, LabelSelector: selector})
 		if web {
 			c.web = append(c.web, s)
 		} else {
@@ -48,11 +48,10 @@ func TestStoresAreSharedBySpec(t *testing.T) {
 	ctx := t.Context()
 	kube, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
-	_, err = kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "dedup"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	ns := newNamespace(ctx, t, kube)
 	create := func(name string, labels map[string]string) {
 		t.Helper()
-		_, err := kube.CoreV1().ConfigMaps("dedup").Create(ctx, &corev1.ConfigMap{
+		_, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 		}, metav1.CreateOptions{})
 		require.NoError(t, err)
@@ -66,9 +65,9 @@ func TestStoresAreSharedBySpec(t *testing.T) {
 		fx.Supply(cfg, zaptest.NewLogger(t)),
 		fxstore.Module,
 		lifecycle.Options(lifecycle.Config{MetricsBindAddress: "0", HealthProbeBindAddress: "0"}),
-		fx.Module("checkout", askFor(&c, true, "app=web,tier=front"), askFor(&c, false, "app=api")),
-		fx.Module("billing", askFor(&c, true, " tier=front , app==web")),
-		fx.Module("audit", askFor(&c, true, "tier in (front),app=web"), askFor(&c, false, "app in (api)")),
+		fx.Module("checkout", askFor(&c, ns, true, "app=web,tier=front"), askFor(&c, ns, false, "app=api")),
+		fx.Module("billing", askFor(&c, ns, true, " tier=front , app==web")),
+		fx.Module("audit", askFor(&c, ns, true, "tier in (front),app=web"), askFor(&c, ns, false, "app in (api)")),
 	)
 	before := scrapeRequests(t, cfg, "configmaps")
 	app.RequireStart()
@@ -122,25 +121,25 @@ func TestStoresAreSharedBySpec(t *testing.T) {
 	create("front2", map[string]string{"app": "web", "tier": "front"})
 	eventually(holds(web, "front", "front2"), "created")
 
-	back, err := kube.CoreV1().ConfigMaps("dedup").Get(ctx, "back", metav1.GetOptions{})
+	back, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "back", metav1.GetOptions{})
 	require.NoError(t, err)
 	back.Labels["tier"] = "front"
-	_, err = kube.CoreV1().ConfigMaps("dedup").Update(ctx, back, metav1.UpdateOptions{})
+	_, err = kube.CoreV1().ConfigMaps(ns).Update(ctx, back, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	eventually(holds(web, "front", "front2", "back"), "updated into the selector")
 
-	apiObj, err := kube.CoreV1().ConfigMaps("dedup").Get(ctx, "api", metav1.GetOptions{})
+	apiObj, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "api", metav1.GetOptions{})
 	require.NoError(t, err)
 	apiObj.Labels = map[string]string{"app": "web", "tier": "front"}
-	_, err = kube.CoreV1().ConfigMaps("dedup").Update(ctx, apiObj, metav1.UpdateOptions{})
+	_, err = kube.CoreV1().ConfigMaps(ns).Update(ctx, apiObj, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	eventually(holds(api), "updated out of the api selector")
 	eventually(holds(web, "front", "front2", "back", "api"), "and into the web one")
 
-	require.NoError(t, kube.CoreV1().ConfigMaps("dedup").Delete(ctx, "front", metav1.DeleteOptions{}))
+	require.NoError(t, kube.CoreV1().ConfigMaps(ns).Delete(ctx, "front", metav1.DeleteOptions{}))
 	eventually(holds(web, "front2", "back", "api"), "deleted")
 	for _, s := range append(c.web, c.api...) {
-		got, err := s.Get("dedup", "front2")
+		got, err := s.Get(ns, "front2")
 		if s.Key() == api.Key() {
 			assert.Error(t, err)
 			continue

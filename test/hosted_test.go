@@ -221,20 +221,27 @@ func TestKindFirstReadAfterStartStartsLate(t *testing.T) {
 }
 
 // grantConfigMapsOnly returns the config of a user who may read ConfigMaps
-// everywhere, and nothing else.
+// everywhere, and nothing else, until the test ends.
 func grantConfigMapsOnly(t *testing.T, kube kubernetes.Interface, user string) *rest.Config {
 	t.Helper()
-	_, err := kube.RbacV1().ClusterRoles().Create(t.Context(), &rbacv1.ClusterRole{
+	ctx := t.Context()
+	_, err := kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: user},
 		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	_, err = kube.RbacV1().ClusterRoleBindings().Create(t.Context(), &rbacv1.ClusterRoleBinding{
+	t.Cleanup(func() {
+		assert.NoError(t, kube.RbacV1().ClusterRoles().Delete(context.WithoutCancel(ctx), user, metav1.DeleteOptions{}))
+	})
+	_, err = kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: user},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	t.Cleanup(func() {
+		assert.NoError(t, kube.RbacV1().ClusterRoleBindings().Delete(context.WithoutCancel(ctx), user, metav1.DeleteOptions{}))
+	})
 	return testenv.User(t, user)
 }
 

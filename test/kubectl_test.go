@@ -36,6 +36,14 @@ func (k kubectl) run(stdin string, args ...string) string {
 	return out
 }
 
+// apply applies manifests, and deletes what they describe when the test
+// ends: cluster-scoped objects, such as RBAC, outlive the test's namespaces.
+func (k kubectl) apply(manifests string) {
+	k.t.Helper()
+	k.run(manifests, "apply", "-f", "-")
+	k.t.Cleanup(func() { k.run(manifests, "delete", "-f", "-") })
+}
+
 // eventually waits until kubectl args prints want.
 func (k kubectl) eventually(want string, args ...string) {
 	k.t.Helper()

@@ -224,13 +224,14 @@ func TestStartFailsAtOnceWhenForbidden(t *testing.T) {
 	admin := testenv.Config(t)
 	kube, err := kubernetes.NewForConfig(admin)
 	require.NoError(t, err)
-	// alice may read Secrets in "default", and nothing else.
-	_, err = kube.RbacV1().Roles("default").Create(t.Context(), &rbacv1.Role{
+	ns := newNamespace(t.Context(), t, kube)
+	// alice may read Secrets in ns, and nothing else.
+	_, err = kube.RbacV1().Roles(ns).Create(t.Context(), &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: "alice"},
 		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	_, err = kube.RbacV1().RoleBindings("default").Create(t.Context(), &rbacv1.RoleBinding{
+	_, err = kube.RbacV1().RoleBindings(ns).Create(t.Context(), &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "alice"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "alice"},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "alice"}},
@@ -238,7 +239,7 @@ func TestStartFailsAtOnceWhenForbidden(t *testing.T) {
 	require.NoError(t, err)
 
 	app := newApp(t, testenv.User(t, "alice"), lifecycle.Config{},
-		storeOf[*corev1.Secret](fxstore.Spec{Namespace: "default"}, nil),
+		storeOf[*corev1.Secret](fxstore.Spec{Namespace: ns}, nil),
 		storeOf[*corev1.ConfigMap](fxstore.Spec{LabelSelector: "app=web"}, nil),
 	)
 	begin := time.Now()
@@ -261,12 +262,12 @@ type barrierReconciler struct {
 }
 
 func (r *barrierReconciler) Reconcile(context.Context, reconcile.Request) (reconcile.Result, error) {
-	r.reconciles.Add(1)
 	n, err := r.secrets.Count()
 	if errors.Is(err, fxstore.ErrNotSynced) {
 		r.unsynced.Add(1)
 	}
 	r.secretsN.Store(int32(n))
+	r.reconciles.Add(1) // last: the test reads the others once it sees this
 	return reconcile.Result{}, nil
 }
 
@@ -276,9 +277,7 @@ func TestControllersNeverSeeUnsyncedStores(t *testing.T) {
 	admin := testenv.Config(t)
 	kube, err := kubernetes.NewForConfig(admin)
 	require.NoError(t, err)
-	ns := "barrier"
-	_, err = kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	ns := newNamespace(t.Context(), t, kube)
 	for i := range 200 {
 		_, err := kube.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s-%03d", i)},

@@ -2,6 +2,7 @@ package test
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"io"
 	"net/http"
@@ -53,19 +54,17 @@ func scrape(t *testing.T, addr, token string) (int, string) {
 // the rbac command prints, has every scrape's token reviewed and its access
 // to /metrics reviewed; a scraper needs the metrics-reader ClusterRole.
 func TestSecureMetricsAskTheAPIServer(t *testing.T) {
-	const ns = "fxkube-metrics"
+	admin, err := kubernetes.NewForConfig(testenv.Config(t))
+	require.NoError(t, err)
+	ns := newNamespace(t.Context(), t, admin)
 	addr := testenv.LoopbackAddr(t)
 	var out bytes.Buffer
 	cmd := app.Command("fxkube-metrics", configMapsModule)
 	cmd.SetOut(&out)
 	cmd.SetArgs([]string{"rbac", "--service-account", ns + "/fxkube", "--metrics-bind-address", addr})
 	require.NoError(t, cmd.Execute())
-	k := newKubectl(t)
-	k.run("", "create", "namespace", ns)
-	k.run(out.String(), "apply", "-f", "-")
+	newKubectl(t).apply(out.String())
 
-	admin, err := kubernetes.NewForConfig(testenv.Config(t))
-	require.NoError(t, err)
 	token := func(sa string) string {
 		_, err := admin.CoreV1().ServiceAccounts(ns).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
 		require.NoError(t, err)
@@ -86,12 +85,15 @@ func TestSecureMetricsAskTheAPIServer(t *testing.T) {
 	}
 	require.Equal(t, "fxkube-metrics-metrics-reader", reader, "the rbac command prints a metrics-reader ClusterRole")
 	stranger, scraper := token("stranger"), token("scraper")
-	_, err = admin.RbacV1().ClusterRoleBindings().Create(t.Context(), &rbacv1.ClusterRoleBinding{
+	binding, err := admin.RbacV1().ClusterRoleBindings().Create(t.Context(), &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "fxkube-metrics-scraper"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: reader},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "scraper"}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	t.Cleanup(func() {
+		assert.NoError(t, admin.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{}))
+	})
 
 	user := testenv.User(t, "system:serviceaccount:"+ns+":fxkube", "system:serviceaccounts", "system:serviceaccounts:"+ns)
 	running := newApp(t, user, lifecycle.Config{MetricsSecure: true, MetricsBindAddress: addr}, configMapsModule)
@@ -102,7 +104,7 @@ func TestSecureMetricsAskTheAPIServer(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, status, "no token: %s", body)
 	status, body = scrape(t, addr, stranger)
 	assert.Equal(t, http.StatusForbidden, status, "a token without the binding: %s", body)
-	assert.Contains(t, body, "Authorization denied for user system:serviceaccount:fxkube-metrics:stranger")
+	assert.Contains(t, body, "Authorization denied for user system:serviceaccount:"+ns+":stranger")
 	status, body = scrape(t, addr, scraper)
 	require.Equal(t, http.StatusOK, status, "a token with the binding: %s", body)
 	assert.Contains(t, body, `fxkube_store_synced{`)

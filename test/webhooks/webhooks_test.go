@@ -64,8 +64,9 @@ const timeout = 30 * time.Second
 
 // setUp installs the Widget CRD, its conversion webhook and the admission
 // webhook configurations, pointed at a new local server, and stores a v1
-// Widget in a new namespace, before any webhook serves: creating the
-// storage version needs none.
+// Widget in namespace, before any webhook serves: creating the storage
+// version needs none. The Widgets in namespace are deleted when the test
+// ends.
 func setUp(t *testing.T, namespace string) (envtest.WebhookInstallOptions, client.Client) {
 	t.Helper()
 	cfg := testenv.Config(t)
@@ -89,6 +90,11 @@ func setUp(t *testing.T, namespace string) (envtest.WebhookInstallOptions, clien
 	ctx := t.Context()
 	require.NoError(t, client.IgnoreAlreadyExists(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}})))
 	require.NoError(t, client.IgnoreAlreadyExists(c.Create(ctx, &v1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "stored"}, Spec: v1.WidgetSpec{Size: 3}})))
+	// The namespace outlives the test, so its Widgets must not: a controller
+	// of all Widgets in a later run would see them.
+	t.Cleanup(func() {
+		assert.NoError(t, c.DeleteAllOf(context.Background(), &v1.Widget{}, client.InNamespace(namespace)))
+	})
 	require.NoError(t, hooks.Install(cfg), "install the admission webhook configurations")
 	t.Cleanup(func() { uninstallWebhooks(t, c, hooks) })
 	return hooks, c
