@@ -219,26 +219,32 @@ func (a *app) run(ctx context.Context, stderr io.Writer, cfg *rest.Config) error
 			return err
 		}
 	}
-	fxApp := fx.New(a.graph(cfg, log), lifecycle.Options(a.flags.lifecycle))
+	// Until the app has started (stores may take minutes to sync),
+	// SIGINT and SIGTERM, or ctx's end (local ends it on a signal), cut
+	// the start short: it fails and rolls back, and the process stops
+	// cleanly. fx's Start is not given a context that ends, which it does
+	// not handle well (see lifecycle.Interrupt). fx relays the signals
+	// from the first Wait on: asked for before Start, it misses none that
+	// comes too late to cut the start short, and the app stops once
+	// started.
+	interrupt, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	fxApp := fx.New(a.graph(cfg, log),
+		fx.Supply(lifecycle.Interrupt(interrupt.Done())),
+		lifecycle.Options(a.flags.lifecycle))
 	if err := fxApp.Err(); err != nil {
 		return fmt.Errorf("build the app: %w", err)
 	}
-	// fx relays SIGINT and SIGTERM from the first Wait on: asked for
-	// before Start, it misses none that arrives while the app starts, up
-	// to the last hook. Until started (stores may take minutes to sync),
-	// such a signal also cancels the start, which rolls back, and the
-	// process stops cleanly.
 	shutdown := fxApp.Wait()
-	startCtx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	err = fxApp.Start(startCtx)
-	// Canceled by a signal, or by ctx's end (local ends it on a signal).
-	interrupted := startCtx.Err() != nil
+	err = fxApp.Start(context.WithoutCancel(ctx))
+	interrupted := interrupt.Err() != nil
 	stopSignals()
 	if err != nil {
 		// Start has rolled back; Stop ends fx's relay of signals.
-		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fxApp.StopTimeout())
-		_ = fxApp.Stop(stopCtx)
-		cancel()
+		if err := a.stop(ctx, fxApp); err != nil {
+			log.Error("stop failed", zap.Error(err))
+			return exitError(1)
+		}
 		if interrupted {
 			log.Info("interrupted while starting; stopped")
 			return nil
@@ -255,9 +261,7 @@ func (a *app) run(ctx context.Context, stderr io.Writer, cfg *rest.Config) error
 	case <-ctx.Done():
 		log.Info("stopping", zap.NamedError("cause", context.Cause(ctx)))
 	}
-	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fxApp.StopTimeout())
-	defer cancel()
-	if err := fxApp.Stop(stopCtx); err != nil {
+	if err := a.stop(ctx, fxApp); err != nil {
 		log.Error("stop failed", zap.Error(err))
 		return exitError(1)
 	}
@@ -265,4 +269,11 @@ func (a *app) run(ctx context.Context, stderr io.Writer, cfg *rest.Config) error
 		return exitError(exitCode)
 	}
 	return nil
+}
+
+// stop stops fxApp within its stop timeout, even once ctx has ended.
+func (a *app) stop(ctx context.Context, fxApp *fx.App) error {
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fxApp.StopTimeout())
+	defer cancel()
+	return fxApp.Stop(stopCtx)
 }

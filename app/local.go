@@ -49,8 +49,8 @@ The binaries come from --controlplane-dir, which ` + "`make controlplane`" + ` f
 			// kube-apiserver and etcd run in process groups of their own
 			// (envtest's), out of reach of a terminal's Ctrl-C: the app
 			// must live to stop them. From here on, SIGINT and SIGTERM
-			// cancel ctx rather than end the process, before the app's
-			// own handler (fx's, from when it has started) takes over.
+			// cancel ctx rather than end the process; the app, once it
+			// runs, stops on them too.
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			// A local control plane is for this machine only; so are the

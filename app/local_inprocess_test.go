@@ -19,6 +19,7 @@ import (
 	"github.com/fxkube/fxkube/app"
 	"github.com/fxkube/fxkube/internal/controlplane"
 	"github.com/fxkube/fxkube/internal/testenv"
+	"github.com/fxkube/fxkube/lifecycle"
 )
 
 // The local command, run in this process, exits 0 and stops its control
@@ -47,14 +48,14 @@ func TestLocalStopsWhenCutShort(t *testing.T) {
 	}
 
 	t.Run("a signal cancels the start", func(t *testing.T) {
-		interrupt := fx.Invoke(func(lc fx.Lifecycle) {
-			lc.Append(fx.Hook{OnStart: func(ctx context.Context) error {
+		interrupt := fx.Invoke(func(lc fx.Lifecycle, interrupted lifecycle.Interrupt) {
+			lc.Append(fx.StartHook(func() error {
 				if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
 					return err
 				}
-				<-ctx.Done() // the signal cancels the start
-				return ctx.Err()
-			}})
+				<-interrupted // the signal cuts the start short
+				return nil
+			}))
 		})
 		local(t, t.Context(), testenv.LoopbackAddr(t), interrupt)
 	})

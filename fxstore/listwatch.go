@@ -26,7 +26,10 @@ func NewListerWatcher(c client.WithWatch, key Key) (cache.ListerWatcher, error) 
 	fsel, _ := fields.ParseSelector(key.FieldSelector)
 	opts := func(raw metav1.ListOptions) *client.ListOptions {
 		raw.ShardSelector = key.Shard
-		return &client.ListOptions{Raw: &raw, Namespace: key.Namespace, LabelSelector: lsel, FieldSelector: fsel}
+		// controller-runtime takes a list's page from Limit and Continue,
+		// not from Raw's.
+		return &client.ListOptions{Raw: &raw, Namespace: key.Namespace, LabelSelector: lsel, FieldSelector: fsel,
+			Limit: raw.Limit, Continue: raw.Continue}
 	}
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (k8sruntime.Object, error) {

@@ -185,28 +185,36 @@ func TestStopIsBoundedByStopTimeout(t *testing.T) {
 }
 
 // Given last to fx.New, as the app package gives it, Options' start hook
-// is the app's last one, after the hook of a root option given before it:
-// that hook runs before the probes serve, and a start it cancels fails
-// before the lifecycle's hook starts anything, so nothing is left running
-// (goleak), though fx rolls back with the canceled context.
-func TestOptionsHookIsTheLast(t *testing.T) {
+// is the app's last one, after the hook of a root option given before it,
+// which runs before the probes serve. An Interrupt closed in that hook cuts
+// the start short in the lifecycle's hook, and fx stops the hook before it:
+// nothing is left running (goleak).
+func TestInterruptCutsTheStartShort(t *testing.T) {
 	probes := testenv.LoopbackAddr(t)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	served := -1
+	interrupt := make(chan struct{})
+	served, stopped := -1, false
 	app := fx.New(
 		fxstore.Module,
 		fx.Provide(func(s *k8sruntime.Scheme) fxstore.Source { return fxstoretest.NewSource(s) }),
+		fx.Supply(lifecycle.Interrupt(interrupt)),
 		fx.Invoke(func(lc fx.Lifecycle) {
-			lc.Append(fx.StartHook(func(ctx context.Context) error {
-				served = probe(t, probes, "/readyz")
-				cancel()
-				return ctx.Err()
-			}))
+			lc.Append(fx.Hook{
+				OnStart: func(context.Context) error {
+					served = probe(t, probes, "/readyz")
+					close(interrupt)
+					return nil
+				},
+				OnStop: func(context.Context) error {
+					stopped = true
+					return nil
+				},
+			})
 		}),
 		lifecycle.Options(lifecycle.Config{MetricsBindAddress: "0", HealthProbeBindAddress: probes}),
 	)
 	require.NoError(t, app.Err())
-	require.ErrorIs(t, app.Start(ctx), context.Canceled)
+	require.ErrorIs(t, app.Start(t.Context()), context.Canceled)
 	assert.Zero(t, served, "the probes did not serve yet: the lifecycle's hook had not run")
+	assert.True(t, stopped, "fx stopped the hook started before the lifecycle's")
+	assert.Zero(t, probe(t, probes, "/readyz"), "the probes serve no more")
 }

@@ -82,20 +82,26 @@ func Runnables(runnables ...manager.Runnable) fx.Option {
 // Stores are bound to the API server of the app's *connection.Connection
 // (or of a *rest.Config, when the graph has no Connection), unless the graph
 // holds an fxstore.Source (such as fxstoretest's), which is used instead.
-var Module = fx.Module("lifecycle",
-	fx.Provide(newWebhooks),
-	fx.Invoke(register),
-)
+var Module = fx.Module("lifecycle", provideWebhooks, fx.Invoke(register))
+
+var provideWebhooks = fx.Provide(newWebhooks)
+
+// Interrupt, closed, cuts the lifecycle's start short, as the end of the
+// start's context would: the start fails and undoes what it did. Supply one
+// (the app package closes it on SIGINT or SIGTERM) rather than end the
+// context given to fx's App.Start, which fx does not handle well: Start then
+// returns at once, while the hooks may still be starting, and rolls back
+// with the ended context, which runs no OnStop hook (uber-go/fx#1034).
+type Interrupt <-chan struct{}
 
 // Options returns Module together with the fx settings an app needs: start
 // and stop timeouts that fit cfg (fx's default of 15 seconds is too short to
 // sync large stores), fx's own events logged through zap, and cfg supplied.
 //
-// Given last to fx.New, as the app package does, it makes the lifecycle's
-// start hook the app's last one: a start canceled after that hook would be
-// rolled back by fx with the canceled context, which runs no OnStop hook
-// (uber-go/fx#1034), and leave the app's servers, stores and runnables
-// running. The lifecycle's own hook undoes what it did when it fails.
+// Given last to fx.New, as the app package gives it, it makes the
+// lifecycle's start hook the app's last one, so that a start cut short by
+// an Interrupt fails in that hook, after the others have started, and fx
+// stops those.
 func Options(cfg Config) fx.Option {
 	full := cfg.withDefaults()
 	return fx.Options(
@@ -112,7 +118,7 @@ func Options(cfg Config) fx.Option {
 			l.UseErrorLevel(zapcore.DebugLevel)
 			return l
 		}),
-		fx.Module("lifecycle", fx.Provide(newWebhooks)),
+		fx.Module("lifecycle", provideWebhooks),
 		// At the root, not in the module: fx runs a module's invokes
 		// before its parent's, so this one runs after those of the
 		// modules and root options given before it.
@@ -149,6 +155,7 @@ type Params struct {
 	Webhooks   *Webhooks
 	Lifecycle  fx.Lifecycle
 	Shutdowner fx.Shutdowner
+	Interrupt  Interrupt `optional:"true"`
 }
 
 func register(p Params) {
@@ -164,6 +171,7 @@ func register(p Params) {
 		checks:     append(slices.Clone(p.Checks), Check{Name: "webhooks", Checker: p.Webhooks.StartedChecker(), Readiness: true}),
 		webhooks:   p.Webhooks,
 		shutdowner: p.Shutdowner,
+		interrupt:  p.Interrupt,
 	}
 	p.Lifecycle.Append(fx.Hook{OnStart: r.start, OnStop: r.stop})
 }
@@ -181,6 +189,7 @@ type runner struct {
 	checks     []Check
 	webhooks   *Webhooks
 	shutdowner fx.Shutdowner
+	interrupt  Interrupt // nil without one
 
 	state   atomic.Value // a state
 	servers *servers
@@ -213,6 +222,22 @@ const (
 
 func (r *runner) start(ctx context.Context) (err error) {
 	r.state.Store(starting)
+	if r.interrupt != nil {
+		// The Interrupt ends what the start waits for, as ctx does.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			select {
+			case <-r.interrupt:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	if err := r.cutShort(ctx); err != nil {
+		return err
+	}
 	if r.cfg.LeaderElection.Enabled {
 		if err := r.resolveLease(); err != nil {
 			return err
@@ -264,6 +289,10 @@ func (r *runner) start(ctx context.Context) (err error) {
 		return err
 	}
 	r.log.Info("all stores synced", zap.Int("stores", len(r.registry.Stores())), zap.Duration("took", time.Since(begin)))
+	// The last point to turn back: from here on, the app runs.
+	if err := r.cutShort(ctx); err != nil {
+		return err
+	}
 	if r.cfg.LeaderElection.Enabled {
 		if err := r.elect(); err != nil {
 			return err
@@ -275,6 +304,17 @@ func (r *runner) start(ctx context.Context) (err error) {
 	r.startRunnables(r.runCtx, true)
 	r.state.Store(ready)
 	return nil
+}
+
+// cutShort returns why the start must end here: ctx has ended, or the
+// Interrupt is closed (which ends ctx too, an instant later).
+func (r *runner) cutShort(ctx context.Context) error {
+	select {
+	case <-r.interrupt: // never, when nil
+		return fmt.Errorf("start interrupted: %w", context.Canceled)
+	default:
+		return ctx.Err()
+	}
 }
 
 func (r *runner) storeSource() (fxstore.Source, error) {

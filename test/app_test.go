@@ -131,7 +131,9 @@ func TestBinaryExitsZeroOnSIGTERM(t *testing.T) {
 // signal is sent to this test's process, which the app running in it takes.
 func TestSIGTERMWhileStartingStopsTheApp(t *testing.T) {
 	for round := range 5 {
+		stopped := make(chan struct{})
 		signals := lifecycle.Runnables(manager.RunnableFunc(func(ctx context.Context) error {
+			defer close(stopped)
 			if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
 				return err
 			}
@@ -148,6 +150,11 @@ func TestSIGTERMWhileStartingStopsTheApp(t *testing.T) {
 			require.NoError(t, err, "round %d", round)
 		case <-time.After(30 * time.Second):
 			t.Fatalf("round %d: still running 30s after SIGTERM", round)
+		}
+		select {
+		case <-stopped:
+		default:
+			t.Fatalf("round %d: the app returned with its runnable still running", round)
 		}
 	}
 }

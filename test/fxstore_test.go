@@ -13,8 +13,10 @@ import (
 	"go.uber.org/fx/fxtest"
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/internal/testenv"
@@ -208,4 +210,42 @@ func TestReceivedCountsEachObjectOnce(t *testing.T) {
 	require.NoError(t, kube.CoreV1().ConfigMaps(ns).Delete(ctx, "cm-01", metav1.DeleteOptions{}))
 	require.Eventually(t, func() bool { return received() == n+2 }, 10*time.Second, 20*time.Millisecond,
 		"an update and a delete are one object each")
+}
+
+// A store's lister-watcher lists in the pages it is asked for, as client-go's
+// reflector and pager ask, in each of the projections.
+func TestListerWatcherListsInPages(t *testing.T) {
+	kube, err := kubernetes.NewForConfig(testenv.Config(t))
+	require.NoError(t, err)
+	ns := newNamespace(t.Context(), t, kube)
+	for i := range 5 {
+		_, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i)}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	c, err := client.NewWithWatch(testenv.Config(t), client.Options{})
+	require.NoError(t, err)
+	for _, projection := range []fxstore.Projection{fxstore.Typed, fxstore.Metadata, fxstore.Unstructured} {
+		key := fxstore.Key{Kind: corev1.SchemeGroupVersion.WithKind("ConfigMap"), Namespace: ns, Projection: projection}
+		lw, err := fxstore.NewListerWatcher(c, key)
+		require.NoError(t, err)
+		var names []string
+		opts := metav1.ListOptions{Limit: 2}
+		for pages := 1; ; pages++ {
+			list, err := lw.List(opts)
+			require.NoError(t, err)
+			items, err := meta.ExtractList(list)
+			require.NoError(t, err)
+			assert.LessOrEqual(t, len(items), 2, "%s: page %d", key, pages)
+			for _, o := range items {
+				names = append(names, o.(metav1.Object).GetName())
+			}
+			lm, err := meta.ListAccessor(list)
+			require.NoError(t, err)
+			if opts.Continue = lm.GetContinue(); opts.Continue == "" {
+				assert.Equal(t, 3, pages, "%s: 5 objects in pages of 2", key)
+				break
+			}
+		}
+		assert.ElementsMatch(t, []string{"cm-0", "cm-1", "cm-2", "cm-3", "cm-4"}, names, "%s", key)
+	}
 }
