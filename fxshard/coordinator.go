@@ -192,9 +192,9 @@ func (c *Coordinator) Members() []string {
 }
 
 // InGroup reports whether this replica is a member of the group: it has
-// written its member Lease, read the group's Leases and taken the free
-// buckets of its share once, and has not begun to leave. Until then, the
-// buckets it holds (none) say nothing of its share.
+// written its member Lease, read the group's Leases and tried once to take
+// the free buckets of its share, and has not begun to leave. Until then,
+// the buckets it holds (none) say nothing of its share.
 func (c *Coordinator) InGroup() bool { return c.inGroup.Load() }
 
 // Handovers returns the counts of buckets acquired, released and lost here.

@@ -26,8 +26,9 @@ import (
 // Coordinator under the app's lifecycle on every replica, leader or not:
 // from when the app's stores have synced until it stops, when it gives its
 // buckets back. An app without sharded stores takes no Lease. Its /readyz
-// check "shards" fails while the store of a bucket held has not synced; its
-// metrics are fxkube_shard_*. It needs the Config (Options), connection's
+// check "shards" fails until the replica is in its group (InGroup) and
+// while the store of a bucket held has not synced; its metrics are
+// fxkube_shard_*. It needs the Config (Options), connection's
 // *Connection and fxstore's registry.
 var Module = fx.Module("fxshard",
 	fx.Provide(
@@ -154,12 +155,12 @@ func (s *Shards) used() bool {
 }
 
 // readiness is the "shards" check: with sharded stores, the replica is in
-// its group (it has taken the free buckets of its share once), and the
-// stores of the buckets it holds have synced.
+// its group (it has tried once to take the free buckets of its share), and
+// the stores of the buckets it holds have synced.
 func readiness(s *Shards) lifecycle.Check {
 	return lifecycle.Check{Name: "shards", Readiness: true, Checker: func(*http.Request) error {
 		info := s.Info()
-		if len(info.Stores) > 0 && !s.coordinator.InGroup() {
+		if len(info.Stores) > 0 && (s.coordinator == nil || !s.coordinator.InGroup()) {
 			return fmt.Errorf("not in group %s yet: this replica has not taken its share of the buckets", info.Group)
 		}
 		var errs []error

@@ -20,10 +20,10 @@ import (
 	"github.com/fxkube/fxkube/internal/testenv"
 )
 
-// The "shards" readiness check fails until the replica is in its group
-// (it holds no bucket before, which says nothing of its share), then while
-// a bucket's store has not synced, and again once the replica leaves. An
-// app without sharded stores is ready at once.
+// The "shards" readiness check fails until the replica is in its group (it
+// holds no bucket before, which says nothing of its share), passes once it
+// is and its buckets' stores have synced, and fails again once the replica
+// leaves. An app without sharded stores is ready at once.
 func TestReadinessWaitsForTheGroup(t *testing.T) {
 	kube, err := kubernetes.NewForConfig(testenv.Config(t))
 	require.NoError(t, err)
@@ -59,10 +59,11 @@ func TestReadinessWaitsForTheGroup(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- shards.Run(ctx) }()
 	require.Eventually(t, func() bool { return check(shards) == nil }, 20*time.Second, 20*time.Millisecond, "ready once in the group with its buckets' stores synced")
-	assert.Len(t, store.Buckets(), DefaultBuckets, "ready with its share: every bucket, alone in the group")
-	n, err := store.Count()
-	require.NoError(t, err)
-	assert.Equal(t, len(objs), n)
+	require.Eventually(t, func() bool {
+		n, err := store.Count()
+		return len(store.Buckets()) == DefaultBuckets && err == nil && n == len(objs)
+	}, 20*time.Second, 20*time.Millisecond, "its share, alone in the group: every bucket, every object")
+	assert.NoError(t, check(shards), "still ready with every bucket")
 
 	cancel()
 	require.NoError(t, <-done)

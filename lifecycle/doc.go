@@ -21,5 +21,6 @@
 //	stores stop; the webhook server and the other servers close.
 //
 // A failure during start names every store that failed and why, and fx
-// rolls back what had started.
+// rolls back what had started. An Interrupt, closed, cuts the start short
+// the same way; the app package closes one on SIGINT and SIGTERM.
 package lifecycle

@@ -364,11 +364,11 @@ func cacheKey(obj client.Object) string {
 func Module(objs ...client.Object) fx.Option {
 	return fx.Options(
 		fxstore.Module,
-		lifecycle.Options(lifecycle.Config{MetricsBindAddress: "0", HealthProbeBindAddress: "0"}),
 		fx.Provide(
 			func(scheme *k8sruntime.Scheme) *Source { return NewSource(scheme, objs...) },
 			func(s *Source) fxstore.Source { return s },
 		),
+		lifecycle.Options(lifecycle.Config{MetricsBindAddress: "0", HealthProbeBindAddress: "0"}),
 	)
 }
 

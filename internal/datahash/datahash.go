@@ -10,7 +10,8 @@ import (
 	"slices"
 )
 
-// A Writer writes length-prefixed values to a SHA-256 hash.
+// A Writer writes length-prefixed values to a SHA-256 hash. Make one with
+// New.
 type Writer struct {
 	h   hash.Hash
 	buf [binary.MaxVarintLen64]byte
