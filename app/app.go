@@ -236,8 +236,21 @@ func (a *app) run(ctx context.Context, stderr io.Writer, cfg *rest.Config) error
 		return fmt.Errorf("build the app: %w", err)
 	}
 	shutdown := fxApp.Wait()
-	err = fxApp.Start(context.WithoutCancel(ctx))
-	interrupted := interrupt.Err() != nil
+	started := make(chan error, 1)
+	go func() { started <- fxApp.Start(context.WithoutCancel(ctx)) }()
+	select {
+	case err = <-started:
+	case <-interrupt.Done():
+		// Cut short, the start ends as a stop does: within the stop
+		// timeout.
+		select {
+		case err = <-started:
+		case <-time.After(fxApp.StopTimeout()):
+			log.Error("interrupted while starting, and the start did not end within the stop timeout", zap.Duration("stopTimeout", fxApp.StopTimeout()))
+			return exitError(1)
+		}
+	}
+	cause := context.Cause(interrupt) // nil unless interrupted
 	stopSignals()
 	if err != nil {
 		// Start has rolled back; Stop ends fx's relay of signals.
@@ -245,13 +258,19 @@ func (a *app) run(ctx context.Context, stderr io.Writer, cfg *rest.Config) error
 			log.Error("stop failed", zap.Error(err))
 			return exitError(1)
 		}
-		if interrupted {
-			log.Info("interrupted while starting; stopped")
+		if cause != nil {
+			log.Info("interrupted while starting; stopped", zap.NamedError("cause", cause), zap.NamedError("startError", err))
 			return nil
 		}
 		log.Error("start failed", zap.Error(err))
 		fmt.Fprintf(stderr, "%s: start failed: %v\n", a.name, err)
 		return exitError(1)
+	}
+	// A signal too late to cut the start short is in shutdown too, unless
+	// it came before fx's relay started: then it stops the app now.
+	late := make(chan struct{})
+	if cause != nil {
+		close(late)
 	}
 	exitCode := 0
 	select {
@@ -260,6 +279,8 @@ func (a *app) run(ctx context.Context, stderr io.Writer, cfg *rest.Config) error
 		exitCode = sig.ExitCode
 	case <-ctx.Done():
 		log.Info("stopping", zap.NamedError("cause", context.Cause(ctx)))
+	case <-late:
+		log.Info("stopping", zap.NamedError("cause", cause))
 	}
 	if err := a.stop(ctx, fxApp); err != nil {
 		log.Error("stop failed", zap.Error(err))

@@ -20,7 +20,8 @@
 //	is in flight, bounded by Config.StopTimeout; leadership is released;
 //	stores stop; the webhook server and the other servers close.
 //
-// A failure during start names every store that failed and why, and fx
-// rolls back what had started. An Interrupt, closed, cuts the start short
-// the same way; the app package closes one on SIGINT and SIGTERM.
+// A failure during start names every store that failed and why; the
+// lifecycle undoes what it had started, and fx stops the hooks that started
+// before it. An Interrupt, closed, cuts the lifecycle's start short the same
+// way; the app package closes one on SIGINT and SIGTERM.
 package lifecycle

@@ -218,3 +218,37 @@ func TestInterruptCutsTheStartShort(t *testing.T) {
 	assert.True(t, stopped, "fx stopped the hook started before the lifecycle's")
 	assert.Zero(t, probe(t, probes, "/readyz"), "the probes serve no more")
 }
+
+// An Interrupt closed while the stores sync cuts the start short there: the
+// start fails at once, its servers close and no runnable starts.
+func TestInterruptWhileStoresSync(t *testing.T) {
+	interrupt := make(chan struct{})
+	var ran atomic.Bool
+	ta := newTestApp(t, lifecycle.Config{SyncTimeout: time.Minute},
+		fx.Supply(lifecycle.Interrupt(interrupt)),
+		fx.Invoke(func(r *fxstore.Registry) error {
+			_, err := fxstore.For[*corev1.Secret](r, fxstore.Spec{Namespace: "slow"})
+			return err
+		}),
+		lifecycle.Runnables(manager.RunnableFunc(func(context.Context) error {
+			ran.Store(true)
+			return nil
+		})),
+	)
+	release := ta.src.HoldLists()
+	defer release()
+	started := make(chan error, 1)
+	go func() { started <- ta.app.Start(t.Context()) }()
+	require.Eventually(t, func() bool { return probe(t, ta.probes, "/healthz") == http.StatusOK }, 10*time.Second, 10*time.Millisecond,
+		"the start serves the probes, then waits for the stores")
+	close(interrupt)
+	select {
+	case err := <-started:
+		require.ErrorIs(t, err, context.Canceled)
+		assert.Contains(t, err.Error(), "sync stores")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the start went on 10 s after the interrupt")
+	}
+	assert.False(t, ran.Load(), "no runnable started")
+	assert.Zero(t, probe(t, ta.probes, "/healthz"), "the servers closed")
+}

@@ -86,17 +86,20 @@ var Module = fx.Module("lifecycle", provideWebhooks, fx.Invoke(register))
 
 var provideWebhooks = fx.Provide(newWebhooks)
 
-// Interrupt, closed, cuts the lifecycle's start short, as the end of the
-// start's context would: the start fails and undoes what it did. Supply one
-// (the app package closes it on SIGINT or SIGTERM) rather than end the
-// context given to fx's App.Start, which fx does not handle well: Start then
-// returns at once, while the hooks may still be starting, and rolls back
-// with the ended context, which runs no OnStop hook (uber-go/fx#1034).
+// Interrupt is a channel that, closed, cuts the lifecycle's start hook
+// short, as the end of its context would: the hook fails and undoes what it did, and fx stops the
+// hooks that started before it. Hooks other than the lifecycle's do not see
+// it. Supply one (the app package's is closed by SIGINT or SIGTERM, by the
+// end of the command's context, and once the start is over) rather than end
+// the context given to fx's App.Start, which fx does not handle well: Start
+// then returns at once, while the hooks may still be starting, and rolls
+// back with the ended context, which runs no OnStop hook (uber-go/fx#1034).
 type Interrupt <-chan struct{}
 
 // Options returns Module together with the fx settings an app needs: start
 // and stop timeouts that fit cfg (fx's default of 15 seconds is too short to
-// sync large stores), fx's own events logged through zap, and cfg supplied.
+// sync large stores; fx applies the start timeout in App.Run, through the
+// start's context), fx's own events logged through zap, and cfg supplied.
 //
 // Given last to fx.New, as the app package gives it, it makes the
 // lifecycle's start hook the app's last one, so that a start cut short by
@@ -193,6 +196,9 @@ type runner struct {
 
 	state   atomic.Value // a state
 	servers *servers
+	// metricsRegistered is whether the registry's metrics are this app's
+	// in controller-runtime's registry (another app's may be there).
+	metricsRegistered bool
 
 	// runCtx is the context of every runnable; stop cancels it. Work in
 	// flight then runs on until endGrace (see internal/grace), which stop
@@ -251,14 +257,15 @@ func (r *runner) start(ctx context.Context) (err error) {
 		if err != nil {
 			if r.cancelRun != nil {
 				// Only warm-ups run yet, and they end with their context.
-				r.cancelRun()
-				r.runnablesDone.Wait()
+				r.endRunnables(context.Background())
 			}
 			r.rollback()
 		}
 	}()
 	if err := metrics.Registry.Register(r.registry); err != nil {
 		r.log.Warn("store metrics not registered; is another app running in this process?", zap.Error(err))
+	} else {
+		r.metricsRegistered = true
 	}
 	// Webhooks serve before any store lists: conversion webhooks may be
 	// what a store's initial list waits for.
@@ -379,8 +386,29 @@ func (r *runner) warmUp() func() error {
 // rollback undoes a start that failed part way.
 func (r *runner) rollback() {
 	r.registry.Stop()
-	metrics.Registry.Unregister(r.registry)
+	if r.metricsRegistered {
+		metrics.Registry.Unregister(r.registry)
+	}
 	r.servers.close(context.Background())
+}
+
+// endRunnables ends the runnables' context (and the warm-ups') and waits
+// until they have returned, for at most the stop timeout or until ctx
+// ends; past that bound, work still in flight is told to stop (its grace
+// ends).
+func (r *runner) endRunnables(ctx context.Context) {
+	r.cancelRun()
+	done := make(chan struct{})
+	go func() { r.runnablesDone.Wait(); close(done) }()
+	timeout := time.NewTimer(r.cfg.StopTimeout)
+	defer timeout.Stop()
+	select {
+	case <-done:
+	case <-timeout.C:
+		r.log.Warn("runnables did not finish within the stop timeout; stopping anyway", zap.Duration("stopTimeout", r.cfg.StopTimeout))
+	case <-ctx.Done():
+	}
+	r.endGrace()
 }
 
 // startRunnables starts, with ctx, the runnables that need leadership
@@ -442,19 +470,7 @@ func (r *runner) stop(ctx context.Context) error {
 	r.mu.Unlock()
 
 	if r.cancelRun != nil {
-		r.cancelRun()
-		done := make(chan struct{})
-		go func() { r.runnablesDone.Wait(); close(done) }()
-		timeout := time.NewTimer(r.cfg.StopTimeout)
-		defer timeout.Stop()
-		select {
-		case <-done:
-		case <-timeout.C:
-			r.log.Warn("runnables did not finish within the stop timeout; stopping anyway", zap.Duration("stopTimeout", r.cfg.StopTimeout))
-		case <-ctx.Done():
-		}
-		// Past the bound, work still in flight is told to stop.
-		r.endGrace()
+		r.endRunnables(ctx)
 	}
 	if r.stopElection != nil {
 		r.stopElection()

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fxkube/fxkube/fxstore"
@@ -228,18 +229,19 @@ func TestListerWatcherListsInPages(t *testing.T) {
 		key := fxstore.Key{Kind: corev1.SchemeGroupVersion.WithKind("ConfigMap"), Namespace: ns, Projection: projection}
 		lw, err := fxstore.NewListerWatcher(c, key)
 		require.NoError(t, err)
+		list := cache.ToListerWatcherWithContext(lw).ListWithContext
 		var names []string
 		opts := metav1.ListOptions{Limit: 2}
 		for pages := 1; ; pages++ {
-			list, err := lw.List(opts)
+			page, err := list(t.Context(), opts)
 			require.NoError(t, err)
-			items, err := meta.ExtractList(list)
+			items, err := meta.ExtractList(page)
 			require.NoError(t, err)
 			assert.LessOrEqual(t, len(items), 2, "%s: page %d", key, pages)
 			for _, o := range items {
 				names = append(names, o.(metav1.Object).GetName())
 			}
-			lm, err := meta.ListAccessor(list)
+			lm, err := meta.ListAccessor(page)
 			require.NoError(t, err)
 			if opts.Continue = lm.GetContinue(); opts.Continue == "" {
 				assert.Equal(t, 3, pages, "%s: 5 objects in pages of 2", key)
