@@ -326,9 +326,11 @@ func (r *Registry) addLocked(e *entry) {
 
 // startView starts e as a view of parent: synced once parent is, until
 // e is dropped; at once when parent has synced already, as handlers added
-// to e hear its objects at once, and may read them. The registry's lock
-// is held.
+// to e hear its objects at once, and may read them. e holds a request for
+// parent, which a store made for shards would otherwise drop under it.
+// The registry's lock is held.
 func (r *Registry) startView(e, parent *entry) {
+	parent.refs++ // released with e
 	e.startedAt = time.Now()
 	ctx := e.runContext(r.runCtx)
 	if parent.synced.Load() {
@@ -502,6 +504,7 @@ func (r *Registry) releaseLocked(e *entry) {
 	r.forgetLocked(e)
 	if v := e.view.Load(); v != nil {
 		v.close()
+		r.releaseLocked(v.parent)
 	}
 	if w := e.whole; w != nil {
 		w.shardViews--

@@ -259,11 +259,45 @@ func TestShardsServedFromWholeStore(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, r.WaitForStore(t.Context(), lo.Key()))
 		assert.ElementsMatch(t, inShard(lower, append(objs, added...)), names(t, lo))
+		for _, info := range r.Stores() {
+			if info.Key == lo.Key() {
+				require.NotNil(t, info.ViewOf, "asked for again, a view again")
+				assert.Equal(t, wholeKey, *info.ViewOf)
+				assert.True(t, info.Status.ShardOnClient)
+			}
+		}
 
 		// The whole store goes with the last shard.
 		require.NoError(t, r.Drop(lo.Key()))
 		require.NoError(t, r.Drop(hi.Key()))
 		assert.Empty(t, r.Stores())
+	})
+
+	// A store asked for late that the store made for the shards covers is
+	// a view of it, and keeps it running once the last shard is dropped.
+	t.Run("covering a store asked for late", func(t *testing.T) {
+		r, src, _ := start(t)
+		_, err := r.CheckShardSelectors(t.Context(), fxstore.Key{Kind: corev1.SchemeGroupVersion.WithKind("ConfigMap")})
+		require.NoError(t, err)
+		all := func(shard sharding.Selector) fxstore.Spec { return fxstore.Spec{Shard: shard} }
+		lo, err := fxstore.For[*corev1.ConfigMap](r, all(lower))
+		require.NoError(t, err)
+		require.NoError(t, r.WaitForStore(t.Context(), lo.Key()))
+		labelled, err := fxstore.For[*corev1.ConfigMap](r, spec(nil))
+		require.NoError(t, err)
+		require.NoError(t, r.WaitForStore(t.Context(), labelled.Key()))
+		wholeKey := lo.Key()
+		wholeKey.Shard = ""
+		for _, info := range r.Stores() {
+			if info.Key == labelled.Key() {
+				require.NotNil(t, info.ViewOf)
+				assert.Equal(t, wholeKey, *info.ViewOf, "a view of the store made for the shards")
+			}
+		}
+		require.NoError(t, r.Drop(lo.Key()))
+		require.NoError(t, src.Client().Create(t.Context(), newCM("after-the-shards")))
+		eventually(t, func() bool { return slices.Contains(names(t, labelled), "after-the-shards") })
+		assert.True(t, labelled.HasSynced())
 	})
 
 	t.Run("asked for by a module too", func(t *testing.T) {
