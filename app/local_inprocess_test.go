@@ -3,7 +3,6 @@
 package app_test
 
 import (
-	"cmp"
 	"context"
 	"net/http"
 	"os"
@@ -27,8 +26,8 @@ import (
 // start (the app rolls back), or by the command's context ending once the
 // app has started.
 func TestLocalStopsWhenCutShort(t *testing.T) {
-	dir := cmp.Or(os.Getenv("KUBEBUILDER_ASSETS"), controlplane.Dir())
-	require.NoError(t, controlplane.Check(dir))
+	dir, err := controlplane.AssetsDir()
+	require.NoError(t, err)
 	local := func(t *testing.T, ctx context.Context, probes string, modules ...fx.Option) {
 		t.Helper()
 		cmd := app.Command("fxkube-local", modules...)
@@ -64,12 +63,21 @@ func TestLocalStopsWhenCutShort(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		probes := testenv.LoopbackAddr(t)
+		ready := make(chan struct{})
 		go func() {
 			for ctx.Err() == nil && status(probes, "/readyz") != http.StatusOK {
 				time.Sleep(50 * time.Millisecond)
 			}
+			if ctx.Err() == nil {
+				close(ready)
+			}
 			cancel()
 		}()
 		local(t, ctx, probes)
+		select {
+		case <-ready:
+		default:
+			t.Fatal("local returned before the app was ready")
+		}
 	})
 }

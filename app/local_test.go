@@ -32,8 +32,8 @@ import (
 // its kube-apiserver and etcd, which live in process groups of their own,
 // exits 0 and prints no error, and make reports none.
 func TestLocalStopsCleanlyOnCtrlC(t *testing.T) {
-	dir := cmp.Or(os.Getenv("KUBEBUILDER_ASSETS"), controlplane.Dir())
-	require.NoError(t, controlplane.Check(dir))
+	dir, err := controlplane.AssetsDir()
+	require.NoError(t, err)
 	bin := filepath.Join(t.TempDir(), "fxkube-local")
 	// As `make run` builds it, so that make finds it up to date.
 	build := exec.CommandContext(t.Context(), "go", "build", "-tags", "local", "-o", bin, production)

@@ -59,7 +59,8 @@ var shardResults = &recorder{samples: make(map[sampleKey][]float64)}
 // children), over 10,000 ConfigMaps: with R = 1, 2 and 4 on a control plane
 // of its own with ShardedListAndWatch on, so that the API server sends each
 // bucket's store only its bucket; and with R = 2 on the suite's control
-// plane, where the gate is off and each store filters on the client. The
+// plane, where the gate is off and each bucket's store is a view of one
+// store of every object, selected on the client. The
 // R-th replica starts once the others share the buckets, so that it only
 // ever holds its share: its heap is the figure, and its buckets' moves to
 // it a clean hand-over on a join. Then it stops with SIGTERM (a clean

@@ -287,13 +287,7 @@ type replica struct {
 func newGroup(t *testing.T) *group {
 	kube, err := kubernetes.NewForConfig(testenv.Config(t))
 	require.NoError(t, err)
-	ns, err := kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "fxshard-"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		err := kube.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
-		assert.NoError(t, err)
-	})
-	g := &group{t: t, ns: ns.Name, kube: kube, rec: &recorder{t: t}}
+	g := &group{t: t, ns: newNamespace(t, kube), kube: kube, rec: &recorder{t: t}}
 	t.Cleanup(g.stopAll)
 	return g
 }
@@ -546,4 +540,16 @@ func (b *cutBody) Read(p []byte) (int, error) {
 		return 0, errPartitioned
 	}
 	return b.ReadCloser.Read(p)
+}
+
+// newNamespace creates a namespace for the test's Leases, deleted when the
+// test ends.
+func newNamespace(t *testing.T, kube kubernetes.Interface) string {
+	t.Helper()
+	ns, err := kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "fxshard-"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		assert.NoError(t, kube.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{}))
+	})
+	return ns.Name
 }

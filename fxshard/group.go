@@ -41,7 +41,6 @@ type BucketLease struct {
 // MemberLease is a member's Lease and the buckets it holds.
 type MemberLease struct {
 	Identity string
-	Renewed  time.Time
 	// Expired reports that the member has not renewed its Lease for its
 	// LeaseDuration, or holds buckets without one (it is stopping, or
 	// stopped): it is no live member.
@@ -89,7 +88,7 @@ func ReadGroup(ctx context.Context, client kubernetes.Interface, cfg Config) (Gr
 			}
 			g.Buckets[b] = BucketLease{Bucket: b, Holder: holder, Renewed: renewed, Expired: expired, Transitions: ptr.Deref(l.Spec.LeaseTransitions, 0)}
 		case strings.HasPrefix(l.Name, memberPrefix) && holder != "":
-			members[holder] = &MemberLease{Identity: holder, Renewed: renewed, Expired: expired}
+			members[holder] = &MemberLease{Identity: holder, Expired: expired}
 		}
 	}
 	for _, b := range g.Buckets {

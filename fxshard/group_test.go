@@ -56,5 +56,5 @@ func TestReadGroup(t *testing.T) {
 	assert.Empty(t, g.Members[2].Buckets, "an expired bucket is no one's")
 
 	_, err = ReadGroup(t.Context(), client, Config{Name: "app"})
-	require.Error(t, err, "the Leases' namespace is required")
+	require.ErrorContains(t, err, "Config.Namespace is empty", "the Leases' namespace is required")
 }

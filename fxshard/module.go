@@ -160,7 +160,7 @@ func (s *Shards) used() bool {
 func readiness(s *Shards) lifecycle.Check {
 	return lifecycle.Check{Name: "shards", Readiness: true, Checker: func(*http.Request) error {
 		info := s.Info()
-		if len(info.Stores) > 0 && (s.coordinator == nil || !s.coordinator.InGroup()) {
+		if len(info.Stores) > 0 && !s.coordinator.InGroup() {
 			return fmt.Errorf("not in group %s yet: this replica has not taken its share of the buckets", info.Group)
 		}
 		var errs []error

@@ -27,13 +27,9 @@ import (
 func TestReadinessWaitsForTheGroup(t *testing.T) {
 	kube, err := kubernetes.NewForConfig(testenv.Config(t))
 	require.NoError(t, err)
-	ns, err := kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "fxshard-"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		assert.NoError(t, kube.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{}))
-	})
+	ns := newNamespace(t, kube)
 	newShards := func(reg *fxstore.Registry) *Shards {
-		s, err := NewShards(reg, kube, Config{Namespace: ns.Name, Name: "app", Identity: "only",
+		s, err := NewShards(reg, kube, Config{Namespace: ns, Name: "app", Identity: "only",
 			LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod})
 		require.NoError(t, err)
 		return s
@@ -53,7 +49,7 @@ func TestReadinessWaitsForTheGroup(t *testing.T) {
 	store, err := For[*corev1.ConfigMap](shards, fxstore.Spec{}, fxstore.ShardByUID)
 	require.NoError(t, err)
 	fxstoretest.Start(t, reg, fxstoretest.NewSource(clientgoscheme.Scheme, objs...))
-	require.ErrorContains(t, check(shards), "not in group "+ns.Name+"/app yet: this replica has not taken its share of the buckets")
+	require.ErrorContains(t, check(shards), "not in group "+ns+"/app yet: this replica has not taken its share of the buckets")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

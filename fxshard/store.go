@@ -170,29 +170,37 @@ func (s *Store[T]) WaitForSync(ctx context.Context) error {
 // bucket held, else a NotFound error: objects of the buckets other replicas
 // hold are not here.
 func (s *Store[T]) Get(namespace, name string) (T, error) {
+	obj, _, err := s.find(namespace, name)
+	return obj, err
+}
+
+// find is Get, and also returns the bucket whose store holds the object.
+func (s *Store[T]) find(namespace, name string) (T, int, error) {
 	var zero T
 	stores := *s.stores.Load()
 	if s.shardKey == fxstore.ShardByNamespace {
-		st, ok := stores[s.shards.coordinator.Buckets().ofValue(namespace)]
+		b := s.shards.coordinator.Buckets().ofValue(namespace)
+		st, ok := stores[b]
 		if !ok {
-			return zero, apierrors.NewNotFound(s.shards.resource(s.key), name)
+			return zero, 0, apierrors.NewNotFound(s.shards.resource(s.key), name)
 		}
-		return st.Get(namespace, name)
+		obj, err := st.Get(namespace, name)
+		return obj, b, err
 	}
 	var notSynced error
-	for _, st := range stores {
+	for b, st := range stores {
 		obj, err := st.Get(namespace, name)
 		switch {
 		case err == nil:
-			return obj, nil
+			return obj, b, nil
 		case !apierrors.IsNotFound(err):
 			notSynced = err
 		}
 	}
 	if notSynced != nil {
-		return zero, notSynced // it may be in the bucket not synced yet
+		return zero, 0, notSynced // it may be in the bucket not synced yet
 	}
-	return zero, apierrors.NewNotFound(s.shards.resource(s.key), name)
+	return zero, 0, apierrors.NewNotFound(s.shards.resource(s.key), name)
 }
 
 // List returns the objects of the buckets held that match opts, as
@@ -231,12 +239,12 @@ func (s *Store[T]) bucketOfRequest(req reconcile.Request) (int, bool, error) {
 		_, held := (*s.stores.Load())[b]
 		return b, held, nil
 	}
-	obj, err := s.Get(req.Namespace, req.Name)
+	_, b, err := s.find(req.Namespace, req.Name)
 	switch {
 	case apierrors.IsNotFound(err):
 		return 0, false, nil
 	case err != nil:
 		return 0, false, err
 	}
-	return buckets.ofValue(string(obj.GetUID())), true, nil
+	return b, true, nil
 }

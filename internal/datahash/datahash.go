@@ -8,6 +8,8 @@ import (
 	"io"
 	"maps"
 	"slices"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // A Writer writes length-prefixed values to a SHA-256 hash. Make one with
@@ -33,6 +35,14 @@ func Map[V ~string | ~[]byte](w *Writer, m map[string]V) {
 		w.String(k)
 		w.String(string(m[k]))
 	}
+}
+
+// ConfigMap writes cm's Data and BinaryData.
+func ConfigMap(w *Writer, cm *corev1.ConfigMap) {
+	w.String("data")
+	Map(w, cm.Data)
+	w.String("binaryData")
+	Map(w, cm.BinaryData)
 }
 
 // Sum returns the hash of what was written, in hex.

@@ -61,10 +61,7 @@ type reconciler struct {
 // Sum returns the checksum Annotation holds for cm's data.
 func Sum(cm *corev1.ConfigMap) string {
 	w := datahash.New()
-	w.String("data")
-	datahash.Map(w, cm.Data)
-	w.String("binaryData")
-	datahash.Map(w, cm.BinaryData)
+	datahash.ConfigMap(w, cm)
 	return "sha256:" + w.Sum()
 }
 

@@ -128,10 +128,7 @@ func configHash(refs references, configMap func(name string) (*corev1.ConfigMap,
 		case err != nil:
 			return "", err
 		default:
-			w.String("data")
-			datahash.Map(w, cm.Data)
-			w.String("binaryData")
-			datahash.Map(w, cm.BinaryData)
+			datahash.ConfigMap(w, cm)
 		}
 	}
 	for _, name := range refs.secrets {
