@@ -53,10 +53,13 @@ import (
 // that cache with controller-runtime's semantics (deep copies, field
 // indexes scoped by namespace) and writes through the app's one connection.
 // Controllers built with ctrl.NewControllerManagedBy, and runnables passed
-// to mgr.Add, run under the app's lifecycle: their stores sync with every
-// other store before any controller starts, they run on the leader unless
-// they say otherwise, and they stop in order. A kind first read after start
-// gets a store started then, through the same pre-flight checks.
+// to mgr.Add, run under the app's lifecycle, in the groups of
+// controller-runtime's manager (see lifecycle.RunnablesGroup): a cache or
+// cluster the operator adds starts with the stores, and its controllers'
+// stores and caches sync with every other store before any controller
+// starts; they run on the leader unless they say otherwise, and they stop
+// in order. A kind first read after start gets a store started then,
+// through the same pre-flight checks.
 //
 // setup runs while fx builds the app and must do no I/O. A setup that
 // returns an error or panics fails fx.New, naming the function. What the
@@ -396,9 +399,11 @@ func (m *hostedManager) GetEventRecorderFor(name string) record.EventRecorder {
 	return droppingRecorder{log: m.log, once: &m.dropOnce}
 }
 
-// Add runs r under the app's lifecycle: after every store has synced, on the
-// leader unless r implements manager.LeaderElectionRunnable and says
-// otherwise, and stopped before the stores.
+// Add runs r under the app's lifecycle, in the group controller-runtime's
+// manager would put it in (see lifecycle.RunnablesGroup): a cache or
+// cluster with the stores, a server before them, anything else after
+// every store has synced, on the leader unless r implements
+// manager.LeaderElectionRunnable and says otherwise.
 func (m *hostedManager) Add(r manager.Runnable) error {
 	if isNil(r) {
 		return errors.New("runnable is nil")

@@ -10,19 +10,27 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/fxstore/fxstoretest"
 	"github.com/fxkube/fxkube/lifecycle"
 )
 
@@ -205,11 +213,92 @@ func TestHostedManagerRefusals(t *testing.T) {
 	assert.NotNil(t, mgr.GetAPIReader())
 	assert.NotNil(t, mgr.GetEventRecorderFor("ops")) //nolint:staticcheck // kubebuilder scaffolds still call it: it must work
 	assert.NotNil(t, mgr.GetEventRecorder("ops"))
-	assert.True(t, *mgr.GetControllerOptions().EnableWarmup, "controllers warm up before the sync barrier")
+	opts := mgr.GetControllerOptions()
+	assert.True(t, *opts.EnableWarmup, "controllers warm up before the sync barrier")
+	assert.True(t, *opts.SkipNameValidation, "names are checked per app: several apps may share a process")
+	assert.True(t, *opts.NeedLeaderElection, "controllers run on the leader by default")
+	assert.Equal(t, 2*time.Minute, opts.CacheSyncTimeout, "a source syncs within the app's sync timeout")
 	assert.NoError(t, mgr.GetWebhookServer().StartedChecker()(nil), "a readiness check on a webhook server with nothing to serve passes")
 	select {
 	case <-mgr.Elected():
 		t.Fatal("elected before the app started")
 	default:
 	}
+}
+
+// A hosted controller's raw sources that are not a store, source.Channel
+// and source.Func, run as on controller-runtime's manager: controller-runtime's
+// own code starts them, as the controller warms up.
+func TestHostedRawSources(t *testing.T) {
+	events := make(chan event.GenericEvent, 1)
+	seen := make(chan reconcile.Request, 10)
+	app := fxtest.New(t,
+		fx.Supply(&rest.Config{Host: "https://unconnected.invalid"}),
+		fxstore.Module,
+		fx.Provide(func(s *k8sruntime.Scheme) fxstore.Source { return fxstoretest.NewSource(s) }),
+		fxcontroller.Module,
+		fxcontroller.SetupWithManager(func(mgr manager.Manager) error {
+			return ctrl.NewControllerManagedBy(mgr).
+				Named("raw").
+				WatchesRawSource(source.Channel(events, &handler.EnqueueRequestForObject{})).
+				WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+					q.Add(reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "a", Name: "from-func"}})
+					return nil
+				})).
+				Complete(reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
+					seen <- req
+					return reconcile.Result{}, nil
+				}))
+		}),
+		lifecycle.Options(lifecycle.Config{MetricsBindAddress: "0", HealthProbeBindAddress: "0"}),
+	)
+	app.RequireStart()
+	defer app.RequireStop()
+	events <- event.GenericEvent{Object: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "from-channel"}}}
+
+	var got []string
+	for len(got) < 2 {
+		select {
+		case req := <-seen:
+			got = append(got, req.String())
+		case <-time.After(10 * time.Second):
+			t.Fatalf("reconciled only %q", got)
+		}
+	}
+	assert.ElementsMatch(t, []string{"a/from-channel", "a/from-func"}, got)
+}
+
+// Declare, which describe and rbac call on an app that will not start,
+// has every controller ask for its stores, even one that also watches a
+// cache of the operator's own, which never syncs before the app starts.
+func TestDeclareWithACacheOfTheOperatorsOwn(t *testing.T) {
+	var (
+		hosted   fxcontroller.HostedOperators
+		registry *fxstore.Registry
+	)
+	require.NoError(t, buildHosted(t,
+		fxcontroller.SetupWithManager(func(mgr manager.Manager) error {
+			own, err := crcache.New(mgr.GetConfig(), crcache.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+			if err != nil {
+				return err
+			}
+			if err := mgr.Add(own); err != nil {
+				return err
+			}
+			if err := setupConfigMaps("first")(mgr); err != nil {
+				return err
+			}
+			return ctrl.NewControllerManagedBy(mgr).
+				For(&corev1.Secret{}).
+				WatchesRawSource(source.Kind(own, client.Object(&corev1.ServiceAccount{}), &handler.EnqueueRequestForObject{})).
+				Complete(noop)
+		}, fxcontroller.WithName("ops")),
+		fx.Populate(&hosted, &registry),
+	))
+	require.NoError(t, hosted[0].Declare(t.Context()))
+	var kinds []string
+	for _, s := range registry.Stores() {
+		kinds = append(kinds, s.Key.Kind.Kind)
+	}
+	assert.ElementsMatch(t, []string{"ConfigMap", "Secret"}, kinds, "the app's stores; the ServiceAccounts are in the operator's cache")
 }

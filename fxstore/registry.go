@@ -842,6 +842,9 @@ func (r *Registry) waitFor(ctx context.Context, key *Key) error {
 			for _, d := range w.delays {
 				pending = append(pending, fmt.Errorf("%s: not done", d))
 			}
+			if len(w.pending) == 0 {
+				return fmt.Errorf("all %d stores synced; still waiting for %d more: %w\n%w", w.total, len(w.delays), ctx.Err(), errors.Join(pending...))
+			}
 			return fmt.Errorf("%d of %d stores not synced: %w\n%w", len(w.pending), w.total, ctx.Err(), errors.Join(pending...))
 		}
 	}

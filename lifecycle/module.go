@@ -26,15 +26,17 @@ import (
 )
 
 // RunnablesGroup is the fx value group of manager.Runnable values that
-// lifecycle starts after every store has synced (on the leader, when leader
-// election is on, unless the runnable implements
-// manager.LeaderElectionRunnable and returns false) and stops first.
-// fxcontroller adds its controllers to it.
+// lifecycle runs, grouped as controller-runtime's manager groups what it
+// is given: servers before any store lists, caches with the stores (their
+// sync is waited for), and the rest, controllers among them, after every
+// store has synced (on the leader, when leader election is on, unless the
+// runnable implements manager.LeaderElectionRunnable and returns false).
+// The rest stop first. fxcontroller adds its controllers to it.
 const RunnablesGroup = "fxkube.runnables"
 
 // WarmupRunnable is a runnable that starts part of its work before the app
-// starts runnables: lifecycle calls Warmup once every store has started,
-// on every replica, and waits for it, with every store's sync, before it
+// starts runnables: lifecycle calls Warmup once every store and cache has
+// started, on every replica, and waits for it, with every store's sync, before it
 // takes leadership and starts runnables. controller-runtime's controllers
 // with EnableWarmup are WarmupRunnables (its manager's warmup contract):
 // they start their sources, and so ask for their stores, then.
@@ -66,9 +68,8 @@ func Checks(checks ...Check) fx.Option {
 	return fx.Options(opts...)
 }
 
-// Runnables adds runnables to those the lifecycle starts after every store
-// has synced and stops first, as it does controllers. Use
-// manager.RunnableFunc for a function.
+// Runnables adds runnables to the app, started and stopped in the groups
+// RunnablesGroup describes. Use manager.RunnableFunc for a function.
 func Runnables(runnables ...manager.Runnable) fx.Option {
 	opts := make([]fx.Option, len(runnables))
 	for i, rn := range runnables {
@@ -170,7 +171,7 @@ func register(p Params) {
 		scheme:     p.Scheme,
 		registry:   p.Registry,
 		log:        orNop(p.Logger).Named("lifecycle"),
-		runnables:  p.Runnables,
+		runnables:  groupRunnables(p.Runnables),
 		checks:     append(slices.Clone(p.Checks), Check{Name: "webhooks", Checker: p.Webhooks.StartedChecker(), Readiness: true}),
 		webhooks:   p.Webhooks,
 		shutdowner: p.Shutdowner,
@@ -188,7 +189,7 @@ type runner struct {
 	scheme     *k8sruntime.Scheme
 	registry   *fxstore.Registry
 	log        *zap.Logger
-	runnables  []manager.Runnable
+	runnables  runnables
 	checks     []Check
 	webhooks   *Webhooks
 	shutdowner fx.Shutdowner
@@ -211,6 +212,13 @@ type runner struct {
 	mu            sync.Mutex // guards stopping and runnablesDone.Go
 	stopping      bool
 	runnablesDone sync.WaitGroup
+	warmupsDone   sync.WaitGroup
+
+	// cacheCtx is the context of the caches group, ended once the
+	// runnables have returned.
+	cacheCtx     context.Context
+	cancelCaches context.CancelFunc
+	cachesDone   sync.WaitGroup
 
 	stopElection context.CancelFunc
 	electionDone chan struct{}
@@ -272,6 +280,13 @@ func (r *runner) start(ctx context.Context) (err error) {
 	if err := r.servers.serveWebhooks(ctx, r.webhooks); err != nil {
 		return err
 	}
+	// So do the servers modules add as runnables (an operator's own
+	// webhook server), as controller-runtime's manager starts them.
+	for _, rn := range r.runnables.servers {
+		if err := r.servers.serveRunnable(ctx, rn); err != nil {
+			return err
+		}
+	}
 	src, err := r.storeSource()
 	if err != nil {
 		return err
@@ -281,20 +296,14 @@ func (r *runner) start(ctx context.Context) (err error) {
 	}
 	r.graceCtx, r.endGrace = context.WithCancel(context.Background())
 	r.runCtx, r.cancelRun = context.WithCancel(grace.With(context.Background(), r.graceCtx))
-	warmups := r.warmUp()
-	syncCtx, cancel := context.WithTimeout(ctx, r.cfg.SyncTimeout)
-	defer cancel()
-	if err := r.registry.WaitForSync(syncCtx); err != nil {
-		// What warm-ups reported so far may say why.
-		err = errors.Join(err, warmups())
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			return fmt.Errorf("stores did not sync within the sync timeout of %s (raise it with --sync-timeout):\n%w", r.cfg.SyncTimeout, err)
-		}
-		return fmt.Errorf("sync stores:\n%w", err)
-	}
-	if err := warmups(); err != nil {
+	r.cacheCtx, r.cancelCaches = context.WithCancel(context.Background())
+	var errs startErrors
+	r.startCaches(&errs)
+	r.warmUp(&errs)
+	if err := r.barrier(ctx, &errs); err != nil {
 		return err
 	}
+	errs.end()
 	r.log.Info("all stores synced", zap.Int("stores", len(r.registry.Stores())), zap.Duration("took", time.Since(begin)))
 	// The last point to turn back: from here on, the app runs.
 	if err := r.cutShort(ctx); err != nil {
@@ -311,6 +320,48 @@ func (r *runner) start(ctx context.Context) (err error) {
 	r.startRunnables(r.runCtx, true)
 	r.state.Store(ready)
 	return nil
+}
+
+// barrier waits until every store and cache has synced and every warm-up
+// is done, bounded by the sync timeout, and returns the errors they
+// reported.
+func (r *runner) barrier(ctx context.Context, errs *startErrors) error {
+	syncCtx, cancel := context.WithTimeout(ctx, r.cfg.SyncTimeout)
+	defer cancel()
+	err := r.registry.WaitForSync(syncCtx)
+	timedOut := err != nil && ctx.Err() == nil && syncCtx.Err() != nil
+	if timedOut {
+		// A hosted controller's warm-up times out as the barrier does
+		// (its CacheSyncTimeout), naming the source it waited for: give
+		// the warm-ups a moment to say so, then tell what is still
+		// not done. syncCtx has ended: WaitForSync returns at once.
+		r.awaitWarmups(warmupReportTimeout)
+		err = r.registry.WaitForSync(syncCtx)
+	}
+	switch {
+	case err == nil:
+		return errs.err()
+	case !timedOut:
+		return fmt.Errorf("sync stores:\n%w", errors.Join(err, errs.err()))
+	}
+	what := "stores did not sync"
+	if r.storesSynced() {
+		what = "the start did not finish"
+	}
+	return fmt.Errorf("%s within the sync timeout of %s (raise it with --sync-timeout):\n%w", what, r.cfg.SyncTimeout, errors.Join(err, errs.err()))
+}
+
+// warmupReportTimeout bounds the wait for warm-ups to report once the
+// barrier has timed out.
+const warmupReportTimeout = 2 * time.Second
+
+func (r *runner) storesSynced() bool {
+	for _, s := range r.registry.Stores() {
+		if !s.Status.Synced {
+			return false
+		}
+	}
+	return true
 }
 
 // cutShort returns why the start must end here: ctx has ended, or the
@@ -351,38 +402,6 @@ func (r *runner) connect() (*connection.Connection, error) {
 	return conn, nil
 }
 
-// warmUp warms up, in the background, the runnables that implement
-// manager.WarmupRunnable, such as hosted controller-runtime controllers,
-// which ask for their stores only as they start their sources: the
-// registry's WaitForSync waits for them too. The returned function reports
-// their errors once WaitForSync has returned.
-func (r *runner) warmUp() func() error {
-	var (
-		mu   sync.Mutex
-		errs []error
-	)
-	for _, rn := range r.runnables {
-		w, ok := rn.(WarmupRunnable)
-		if !ok {
-			continue
-		}
-		release := r.registry.Delay(fmt.Sprintf("%s: warming up", describe(rn)))
-		r.runnablesDone.Go(func() {
-			defer release()
-			if err := w.Warmup(r.runCtx); err != nil && r.runCtx.Err() == nil {
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("warm up %s: %w", describe(rn), err))
-				mu.Unlock()
-			}
-		})
-	}
-	return func() error {
-		mu.Lock()
-		defer mu.Unlock()
-		return errors.Join(errs...)
-	}
-}
-
 // rollback undoes a start that failed part way.
 func (r *runner) rollback() {
 	r.registry.Stop()
@@ -391,71 +410,6 @@ func (r *runner) rollback() {
 	}
 	r.servers.close(context.Background())
 }
-
-// endRunnables ends the runnables' context (and the warm-ups') and waits
-// until they have returned, for at most the stop timeout or until ctx
-// ends; past that bound, work still in flight is told to stop (its grace
-// ends).
-func (r *runner) endRunnables(ctx context.Context) {
-	r.cancelRun()
-	done := make(chan struct{})
-	go func() { r.runnablesDone.Wait(); close(done) }()
-	timeout := time.NewTimer(r.cfg.StopTimeout)
-	defer timeout.Stop()
-	select {
-	case <-done:
-	case <-timeout.C:
-		r.log.Warn("runnables did not finish within the stop timeout; stopping anyway", zap.Duration("stopTimeout", r.cfg.StopTimeout))
-	case <-ctx.Done():
-	}
-	r.endGrace()
-}
-
-// startRunnables starts, with ctx, the runnables that need leadership
-// (leader) or those that do not (!leader). Without leader election, leader
-// means all of them. It reports false, starting nothing, once the app is
-// stopping.
-func (r *runner) startRunnables(ctx context.Context, leader bool) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.stopping {
-		return false
-	}
-	n := 0
-	for _, rn := range r.runnables {
-		if r.cfg.LeaderElection.Enabled && needsLeader(rn) != leader {
-			continue
-		}
-		n++
-		r.runnablesDone.Go(func() {
-			if err := rn.Start(ctx); err != nil && ctx.Err() == nil {
-				r.log.Error("runnable failed; stopping the app", zap.Stringer("runnable", describe(rn)), zap.Error(err))
-				r.shutdown(1)
-			}
-		})
-	}
-	r.log.Info("runnables started", zap.Int("runnables", n), zap.Bool("leader", leader))
-	return true
-}
-
-func needsLeader(rn manager.Runnable) bool {
-	if l, ok := rn.(manager.LeaderElectionRunnable); ok {
-		return l.NeedLeaderElection()
-	}
-	return true
-}
-
-// describe names a runnable in logs.
-func describe(rn manager.Runnable) fmt.Stringer {
-	if s, ok := rn.(fmt.Stringer); ok {
-		return s
-	}
-	return stringer(fmt.Sprintf("%T", rn))
-}
-
-type stringer string
-
-func (s stringer) String() string { return string(s) }
 
 func (r *runner) shutdown(code int) {
 	if err := r.shutdowner.Shutdown(fx.ExitCode(code)); err != nil {

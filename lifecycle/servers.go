@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 )
 
 // servers are the app's probe, pprof and metrics servers: controller-runtime's
@@ -274,4 +275,21 @@ func (s *servers) close(ctx context.Context) {
 	case <-ctx.Done():
 		s.log.Warn("servers did not close in time", zap.Error(ctx.Err()))
 	}
+}
+
+// serveRunnable runs a server that a module added as a runnable, until
+// close, as the app's own. A webhook server is waited for until it
+// answers TLS handshakes, as the app's is.
+func (s *servers) serveRunnable(ctx context.Context, rn manager.Runnable) error {
+	name := describe(rn).String()
+	w, ok := rn.(webhook.Server)
+	if !ok {
+		s.run(name, rn)
+		return nil
+	}
+	started := w.StartedChecker()
+	if err := s.startAndWait(ctx, name, rn, func() bool { return started(nil) == nil }); err != nil {
+		return fmt.Errorf("serve %s: %w", name, err)
+	}
+	return nil
 }
