@@ -111,11 +111,24 @@ func checkShardedStores(t *testing.T, cfg *rest.Config, serverFilters bool) {
 	direct, err := client.New(cfg, client.Options{Scheme: scheme})
 	require.NoError(t, err)
 
-	var namespaces []string
-	for range 4 {
+	// At least 4 namespaces, with one in each half of the namespace hash
+	// space: otherwise a namespace shard's store receives nothing outside
+	// it (all 4 in one half: 1 run in 8).
+	nsLower, nsUpper := halves(fxstore.ShardByNamespace)
+	var (
+		namespaces []string
+		inHalf     = map[sharding.Selector]int{}
+	)
+	for len(namespaces) < 4 || inHalf[nsLower] == 0 || inHalf[nsUpper] == 0 {
+		require.Less(t, len(namespaces), 40, "namespaces fall in both halves")
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "shard-"}}
 		require.NoError(t, direct.Create(ctx, ns))
 		namespaces = append(namespaces, ns.Name)
+		for _, half := range []sharding.Selector{nsLower, nsUpper} {
+			if ok, err := half.Matches(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name}}); err == nil && ok {
+				inHalf[half]++
+			}
+		}
 	}
 	const perNamespace = 40
 	create := func(ns string, i int) {
@@ -138,7 +151,6 @@ func checkShardedStores(t *testing.T, cfg *rest.Config, serverFilters bool) {
 	all, err := fxstore.For[*corev1.ConfigMap](reg, spec(nil))
 	require.NoError(t, err)
 	uidLower, uidUpper := halves(fxstore.ShardByUID)
-	nsLower, nsUpper := halves(fxstore.ShardByNamespace)
 	shards := map[sharding.Selector]*fxstore.Store[*corev1.ConfigMap]{}
 	for _, sel := range []sharding.Selector{uidLower, uidUpper, nsLower, nsUpper} {
 		s, err := fxstore.For[*corev1.ConfigMap](reg, spec(sel))
