@@ -125,6 +125,7 @@ func (a *app) registerFlags(cmd *cobra.Command) {
 	fs.StringVar(&lc.PprofBindAddress, "pprof-bind-address", "0", `address net/http/pprof's /debug/pprof/ endpoints bind to; "0" disables them`)
 	fs.StringVar(&lc.HealthProbeBindAddress, "health-probe-bind-address", ":8081", `address the /healthz and /readyz endpoints bind to; "0" disables them`)
 	fs.DurationVar(&lc.SyncTimeout, "sync-timeout", 2*time.Minute, "how long start-up waits for every store's initial sync")
+	fs.DurationVar(&lc.StoreFailureTimeout, "store-failure-timeout", 5*time.Minute, `how long a store's list/watch may fail after start before /readyz's "stores" check fails; negative: never`)
 	fs.DurationVar(&lc.StopTimeout, "stop-timeout", 30*time.Second, "how long controllers get to finish in-flight reconciles on stop")
 	fs.BoolVar(&lc.LeaderElection.Enabled, "leader-elect", false, "run controllers only on the replica holding the leader Lease")
 	fs.StringVar(&lc.LeaderElection.Namespace, "leader-election-namespace", "", "namespace of the leader Lease (default: the pod's namespace when running in a cluster)")

@@ -127,6 +127,9 @@ type Store struct {
 	// ViewOf is the key of the store this one is a view of, served from
 	// its informer with no watch or copy of its own.
 	ViewOf string `json:"viewOf,omitempty"`
+	// Failing says, for a running app, since when and why the store's
+	// list/watch fails (see fxstore.FailingError).
+	Failing string `json:"failing,omitempty"`
 }
 
 // Controller is one controller of the Graph.
@@ -299,9 +302,13 @@ func NewGraph(reg *fxstore.Registry, ctrls fxcontroller.Controllers, hosted fxco
 		} else {
 			g.Informers++
 		}
+		failing := ""
+		if since := s.Status.FailingSince; !since.IsZero() {
+			failing = (&fxstore.FailingError{Since: since, Err: s.Status.LastError}).Error()
+		}
 		g.Stores = append(g.Stores, Store{
-			ViewOf: viewOf,
-			Key:    k.String(), Group: k.Kind.Group, Version: k.Kind.Version, Kind: k.Kind.Kind,
+			ViewOf: viewOf, Failing: failing,
+			Key: k.String(), Group: k.Kind.Group, Version: k.Kind.Version, Kind: k.Kind.Kind,
 			Namespace: k.Namespace, LabelSelector: k.LabelSelector, FieldSelector: k.FieldSelector,
 			Projection: k.Projection.String(), Transform: k.Transform,
 			Consumers: s.Consumers, Controllers: byKey[k], Indexes: s.Indexes, Late: s.Late,
@@ -399,6 +406,9 @@ func (g Graph) WriteText(w io.Writer) {
 		}
 		if s.Late {
 			fmt.Fprintln(w, "    started late, on first read")
+		}
+		if s.Failing != "" {
+			fmt.Fprintf(w, "    %s\n", s.Failing)
 		}
 		fmt.Fprintf(w, "    consumers: %s\n", strings.Join(s.Consumers, ", "))
 		if len(s.Controllers) > 0 {

@@ -29,6 +29,7 @@ func parse(t *testing.T, args ...string) (*app, *cobra.Command) {
 func defaults() lifecycle.Config {
 	var c lifecycle.Config
 	c.SyncTimeout, c.StopTimeout = 2*time.Minute, 30*time.Second
+	c.StoreFailureTimeout = 5 * time.Minute
 	c.MetricsBindAddress, c.MetricsSecure = "0", true
 	c.MetricsCert.Name, c.MetricsCert.Key = "tls.crt", "tls.key"
 	c.PprofBindAddress = "0"

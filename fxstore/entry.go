@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"reflect"
 	"runtime"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -77,6 +79,11 @@ type entry struct {
 	syncedIn   time.Duration
 	lastErr    error
 	watchFails int64
+	// failingSince is when the store's list/watch last began to fail; zero
+	// while it works (see health).
+	failingSince time.Time
+	// healthHandlers hear the store's transitions, by subscription.
+	healthHandlers map[*Subscription]HealthHandler
 }
 
 func newEntry(key Key, example k8sruntime.Object, t Transform, r *Registry) *entry {
@@ -265,14 +272,33 @@ func (e *entry) droppedOutsideShard() {
 }
 
 func (e *entry) watchError(ctx context.Context, r *cache.Reflector, err error) {
+	failing := !isRoutine(err)
 	e.mu.Lock()
 	e.lastErr = err
 	e.watchFails++
+	began := failing && e.failingSince.IsZero()
+	if began {
+		e.failingSince = time.Now()
+	}
 	e.mu.Unlock()
-	if !errors.Is(err, context.Canceled) {
-		e.registry.log.Warn("store list/watch failed; retrying", zap.Stringer("store", e.key), zap.Error(err))
+	switch {
+	case began:
+		e.registry.log.Warn("store failing: its list/watch fails, and its objects grow stale while it retries",
+			zap.Stringer("store", e.key), zap.Error(err))
+		e.registry.healthChanged(e)
+	case failing:
+		e.registry.log.Debug("store list/watch failed again; retrying", zap.Stringer("store", e.key), zap.Error(err))
 	}
 	e.registry.signal()
+}
+
+// isRoutine reports list/watch errors that are part of a watch's life: it
+// ended (its timeout, or a proxy closing it), or must list again (its
+// resource version expired), or the store stops. client-go's default
+// watch error handler logs these at debug levels too.
+func isRoutine(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		apierrors.IsResourceExpired(err) || apierrors.IsGone(err)
 }
 
 // listWatchSucceeded clears the last list/watch error once the source
@@ -280,12 +306,50 @@ func (e *entry) watchError(ctx context.Context, r *cache.Reflector, err error) {
 // one whose CRD was deleted and created again, no longer reports an error.
 func (e *entry) listWatchSucceeded() {
 	e.mu.Lock()
-	lastErr := e.lastErr
-	e.lastErr = nil
+	lastErr, since := e.lastErr, e.failingSince
+	e.lastErr, e.failingSince = nil, time.Time{}
 	e.mu.Unlock()
+	if !since.IsZero() {
+		e.registry.log.Info("store recovered", zap.Stringer("store", e.key),
+			zap.Duration("failedFor", time.Since(since)), zap.NamedError("previousError", lastErr))
+		e.registry.healthChanged(e)
+	}
 	if lastErr != nil {
-		e.registry.log.Info("store list/watch recovered", zap.Stringer("store", e.key), zap.NamedError("previousError", lastErr))
 		e.registry.signal()
+	}
+}
+
+// health returns since when the store's list/watch has failed, and its last
+// error; since is zero while it works. A view's is its parent's.
+func (e *entry) health() (since time.Time, err error) {
+	if v := e.view.Load(); v != nil {
+		return v.parent.health()
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.failingSince.IsZero() {
+		return time.Time{}, nil
+	}
+	return e.failingSince, e.lastErr
+}
+
+// failure is what Store.Err returns: nil while the store works.
+func (e *entry) failure() error {
+	since, err := e.health()
+	if since.IsZero() {
+		return nil
+	}
+	return &StoreError{Key: e.key, Err: &FailingError{Since: since, Err: err}}
+}
+
+// notifyHealth tells e's health handlers of a transition.
+func (e *entry) notifyHealth() {
+	err := e.failure()
+	e.mu.Lock()
+	handlers := slices.Collect(maps.Values(e.healthHandlers))
+	e.mu.Unlock()
+	for _, h := range handlers {
+		h.OnHealth(err)
 	}
 }
 
@@ -403,9 +467,10 @@ func (e *entry) info() StoreInfo {
 			v.parent.mu.Unlock()
 		}
 	}
+	since, failing := e.health()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	lastErr := cmp.Or(e.lastErr, parentErr)
+	lastErr := cmp.Or(e.lastErr, parentErr, failing)
 	return StoreInfo{
 		Key:       e.key,
 		ViewOf:    viewOf,
@@ -416,6 +481,7 @@ func (e *entry) info() StoreInfo {
 			Synced:        e.synced.Load(),
 			SyncDuration:  e.syncedIn,
 			LastError:     lastErr,
+			FailingSince:  since,
 			OutsideShard:  e.outsideShard.Load(),
 			ShardOnClient: e.key.Shard != "" && (viewOf != nil || e.outsideShard.Load() > 0),
 		},

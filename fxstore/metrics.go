@@ -2,6 +2,7 @@ package fxstore
 
 import (
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -25,6 +26,10 @@ var (
 		"Objects a sharded store received outside its shard and dropped: above 0, the API server does not apply shard selectors (ShardedListAndWatch off).", []string{"store"}, nil)
 	shardOnClientDesc = prometheus.NewDesc("fxkube_store_shard_on_client",
 		"1 for a sharded store whose shard is selected on the client, as the API server does not apply shard selectors (ShardedListAndWatch off): a view of the store of its whole spec, or dropping what arrives outside its shard; else 0.", []string{"store"}, nil)
+	failingDesc = prometheus.NewDesc("fxkube_store_failing",
+		"1 while the store's list/watch fails (it serves what it held, growing stale), else 0.", []string{"store"}, nil)
+	staleDesc = prometheus.NewDesc("fxkube_store_stale_seconds",
+		"How long the store's list/watch has failed: its objects are at least this old. 0 while it works.", []string{"store"}, nil)
 	lateDesc = prometheus.NewDesc("fxkube_store_started_late",
 		"1 when the store was started after every store had synced, on a first read of its kind, else 0.", []string{"store", "requested_by"}, nil)
 )
@@ -32,7 +37,7 @@ var (
 // Describe implements prometheus.Collector; the registry reports its stores'
 // metrics, labelled by store key, when registered with a Prometheus registry.
 func (r *Registry) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{objectsDesc, receivedDesc, errorsDesc, syncedDesc, syncDurationDesc, consumersDesc, viewDesc, lateDesc, outsideShardDesc, shardOnClientDesc} {
+	for _, d := range []*prometheus.Desc{objectsDesc, receivedDesc, errorsDesc, syncedDesc, syncDurationDesc, consumersDesc, viewDesc, lateDesc, outsideShardDesc, shardOnClientDesc, failingDesc, staleDesc} {
 		ch <- d
 	}
 }
@@ -57,6 +62,12 @@ func (r *Registry) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.CounterValue, float64(fails), store)
 		ch <- prometheus.MustNewConstMetric(syncedDesc, prometheus.GaugeValue, synced, store)
 		ch <- prometheus.MustNewConstMetric(syncDurationDesc, prometheus.GaugeValue, info.Status.SyncDuration.Seconds(), store)
+		failing, stale := 0.0, 0.0
+		if since := info.Status.FailingSince; !since.IsZero() {
+			failing, stale = 1, time.Since(since).Seconds()
+		}
+		ch <- prometheus.MustNewConstMetric(failingDesc, prometheus.GaugeValue, failing, store)
+		ch <- prometheus.MustNewConstMetric(staleDesc, prometheus.GaugeValue, stale, store)
 		ch <- prometheus.MustNewConstMetric(consumersDesc, prometheus.GaugeValue, float64(len(info.Consumers)), store)
 		view, viewOf := 0.0, ""
 		if info.ViewOf != nil {

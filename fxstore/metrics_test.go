@@ -1,8 +1,10 @@
 package fxstore_test
 
 import (
+	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -10,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/fxkube/fxkube/fxstore"
@@ -57,7 +60,14 @@ func TestMetrics(t *testing.T) {
 	assert.Positive(t, value("fxkube_store_sync_duration_seconds"))
 	assert.Equal(t, 0.0, value("fxkube_store_started_late"))
 	assert.Equal(t, 0.0, value("fxkube_store_view"))
+	assert.Equal(t, 0.0, value("fxkube_store_failing"))
+	assert.Equal(t, 0.0, value("fxkube_store_stale_seconds"))
 	n, err := testutil.GatherAndCount(reg)
 	require.NoError(t, err)
-	assert.Equal(t, 8, n, "eight series for the one store")
+	assert.Equal(t, 10, n, "ten series for the one store")
+
+	restore := src.Fail(apierrors.NewForbidden(corev1.Resource("configmaps"), "", errors.New("access revoked")))
+	defer restore()
+	require.Eventually(t, func() bool { return value("fxkube_store_failing") == 1 }, 10*time.Second, 10*time.Millisecond)
+	assert.Positive(t, value("fxkube_store_stale_seconds"))
 }

@@ -584,6 +584,11 @@ type StoreStatus struct {
 	Synced       bool
 	SyncDuration time.Duration // from start to synced
 	LastError    error         // the last list/watch error, until a list or watch succeeds again
+	// FailingSince is when the store's list/watch began to fail, zero
+	// while it works: its objects are at least as old. A view's is its
+	// parent's. Errors that are part of a watch's life (it ended, or its
+	// resource version expired) are not failures.
+	FailingSince time.Time
 	// OutsideShard counts the objects a sharded store received outside
 	// its shard and dropped: above 0, the API server does not apply shard
 	// selectors.
@@ -900,6 +905,22 @@ func isPermanent(err error) bool {
 	var bind *bindError
 	return err != nil && (errors.As(err, &bind) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) ||
 		apierrors.IsNotFound(err) || apierrors.IsBadRequest(err) || apierrors.IsMethodNotSupported(err))
+}
+
+// healthChanged tells the health handlers of e, and of the stores served
+// as views of it, that e began to fail or works again.
+func (r *Registry) healthChanged(e *entry) {
+	r.mu.Lock()
+	affected := []*entry{e}
+	for _, o := range r.order {
+		if v := o.view.Load(); v != nil && v.parent == e {
+			affected = append(affected, o)
+		}
+	}
+	r.mu.Unlock()
+	for _, o := range affected {
+		o.notifyHealth()
+	}
 }
 
 func (r *Registry) signal() {

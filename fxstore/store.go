@@ -44,6 +44,13 @@ func (s *Store[T]) WaitForSync(ctx context.Context) error {
 	}
 }
 
+// Err returns nil while the store's list and watch work. Once they fail
+// (access revoked, the kind gone, the API server away), it returns a
+// *StoreError wrapping a *FailingError: the store keeps serving the
+// objects it held, which grow stale while it retries. Before its first
+// sync, Err says why a store cannot sync, if its list fails.
+func (s *Store[T]) Err() error { return s.e.failure() }
+
 // Informer returns the shared informer behind the store, to feed
 // controller-runtime sources. Adding handlers is fine; never run or stop it.
 func (s *Store[T]) Informer() cache.SharedIndexInformer { return s.e.proxy }
@@ -173,18 +180,40 @@ func filter[T client.Object](items []any, sel labels.Selector) []T {
 // (client-go's handler semantics); Subscription.HasSynced tells when it has
 // caught up. Handlers run one event at a time, in order, and must not block
 // for long; objects passed to them are shared and read-only.
+//
+// A handler that also implements HealthHandler hears when the store begins
+// to fail and when it works again.
 func (s *Store[T]) Subscribe(h cache.ResourceEventHandler) (*Subscription, error) {
 	reg, err := s.e.proxy.AddEventHandler(h)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to store %s: %w", s.e.key, err)
 	}
-	return &Subscription{informer: s.e.proxy, reg: reg}, nil
+	sub := &Subscription{informer: s.e.proxy, reg: reg, e: s.e}
+	if hh, ok := h.(HealthHandler); ok {
+		s.e.mu.Lock()
+		if s.e.healthHandlers == nil {
+			s.e.healthHandlers = make(map[*Subscription]HealthHandler)
+		}
+		s.e.healthHandlers[sub] = hh
+		s.e.mu.Unlock()
+	}
+	return sub, nil
+}
+
+// HealthHandler is implemented by a handler given to Subscribe that wants
+// to hear of the store's health: OnHealth(err) once the store begins to
+// fail (err is what Store.Err returns), and OnHealth(nil) once it works
+// again. Each transition is told once, in the goroutine that saw it: do
+// not block.
+type HealthHandler interface {
+	OnHealth(err error)
 }
 
 // Subscription is a handler added to a store by Subscribe.
 type Subscription struct {
 	informer cache.SharedIndexInformer
 	reg      cache.ResourceEventHandlerRegistration
+	e        *entry
 	once     sync.Once
 	err      error
 }
@@ -206,7 +235,12 @@ func (s *Subscription) WaitForSync(ctx context.Context) error {
 // Unsubscribe removes the handler; it receives no further events. Calling it
 // again does nothing.
 func (s *Subscription) Unsubscribe() error {
-	s.once.Do(func() { s.err = s.informer.RemoveEventHandler(s.reg) })
+	s.once.Do(func() {
+		s.e.mu.Lock()
+		delete(s.e.healthHandlers, s)
+		s.e.mu.Unlock()
+		s.err = s.informer.RemoveEventHandler(s.reg)
+	})
 	return s.err
 }
 
@@ -217,9 +251,21 @@ type HandlerFuncs[T client.Object] struct {
 	AddFunc    func(obj T, isInInitialList bool)
 	UpdateFunc func(oldObj, newObj T)
 	DeleteFunc func(obj T)
+	// HealthFunc hears the store's health (see HealthHandler).
+	HealthFunc func(err error)
 }
 
-var _ cache.ResourceEventHandler = HandlerFuncs[client.Object]{}
+var (
+	_ cache.ResourceEventHandler = HandlerFuncs[client.Object]{}
+	_ HealthHandler              = HandlerFuncs[client.Object]{}
+)
+
+// OnHealth implements HealthHandler.
+func (h HandlerFuncs[T]) OnHealth(err error) {
+	if h.HealthFunc != nil {
+		h.HealthFunc(err)
+	}
+}
 
 // OnAdd implements cache.ResourceEventHandler.
 func (h HandlerFuncs[T]) OnAdd(obj any, isInInitialList bool) {

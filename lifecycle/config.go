@@ -11,6 +11,13 @@ type Config struct {
 	// Defaults to 2 minutes.
 	SyncTimeout time.Duration
 
+	// StoreFailureTimeout is how long a store's list/watch may fail after
+	// start before /readyz's "stores" check fails, naming the store, since
+	// when and why. The store goes on serving what it held and retrying;
+	// the check passes again once it works. Defaults to 5 minutes; a
+	// negative value never fails the check.
+	StoreFailureTimeout time.Duration
+
 	// StopTimeout bounds how long runnables get to finish in-flight work
 	// when the app stops. Defaults to 30 seconds.
 	StopTimeout time.Duration
@@ -107,6 +114,7 @@ func (c Config) withDefaults() Config {
 	}
 	def(&c.SyncTimeout, 2*time.Minute)
 	def(&c.StopTimeout, 30*time.Second)
+	def(&c.StoreFailureTimeout, 5*time.Minute)
 	defs(&c.MetricsBindAddress, ":8080")
 	defs(&c.HealthProbeBindAddress, ":8081")
 	defs(&c.MetricsCert.Name, "tls.crt")

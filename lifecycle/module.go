@@ -195,8 +195,10 @@ type runner struct {
 	shutdowner fx.Shutdowner
 	interrupt  Interrupt // nil without one
 
-	state   atomic.Value // a state
-	servers *servers
+	state atomic.Value // a state
+	// toldFailing holds the store failures logged by failingStores.
+	toldFailing sync.Map
+	servers     *servers
 	// metricsRegistered is whether the registry's metrics are this app's
 	// in controller-runtime's registry (another app's may be there).
 	metricsRegistered bool
@@ -439,8 +441,33 @@ func (r *runner) stop(ctx context.Context) error {
 	return nil
 }
 
+// failingStores names the stores whose list/watch has failed for longer
+// than the store failure timeout.
+func (r *runner) failingStores() error {
+	if r.cfg.StoreFailureTimeout < 0 {
+		return nil
+	}
+	var errs []error
+	for _, s := range r.registry.Stores() {
+		since := s.Status.FailingSince
+		if since.IsZero() || time.Since(since) <= r.cfg.StoreFailureTimeout {
+			continue
+		}
+		err := &fxstore.StoreError{Key: s.Key, Err: &fxstore.FailingError{Since: since, Err: s.Status.LastError}}
+		errs = append(errs, err)
+		// The probe withholds the reason: log it, once per failure.
+		if _, told := r.toldFailing.LoadOrStore(s.Key.String()+"@"+since.String(), true); !told {
+			r.log.Error("store failing for longer than the store failure timeout; /readyz fails until it works again",
+				zap.Stringer("store", s.Key), zap.Time("since", since), zap.NamedError("lastError", s.Status.LastError),
+				zap.Duration("storeFailureTimeout", r.cfg.StoreFailureTimeout))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // readiness is the app's own readiness, as named /readyz checks: "stores"
-// passes once every store has synced at start; "runnables" while the
+// passes once every store has synced at start, and while none has failed
+// for longer than the store failure timeout; "runnables" while the
 // runnables run (on a standby, those that need no leadership) and stop has
 // not begun.
 func (r *runner) readiness() []Check {
@@ -455,7 +482,7 @@ func (r *runner) readiness() []Check {
 			if current() == starting {
 				return errors.New("not synced yet")
 			}
-			return nil
+			return r.failingStores()
 		}},
 		{Name: "runnables", Readiness: true, Checker: func(*http.Request) error {
 			switch s := current(); s {

@@ -31,6 +31,10 @@ type Source struct {
 	// ignoreShards makes the source send every object to a sharded store,
 	// as an API server without ShardedListAndWatch does.
 	ignoreShards bool
+	// failWith, when set, is what lists and watches fail with (Fail).
+	failWith error
+	// watches are the watches open, which Fail ends.
+	watches map[*filteredWatch]struct{}
 }
 
 var (
@@ -87,6 +91,33 @@ func (s *Source) HoldLists() (release func()) {
 			s.hold = nil
 		}
 	})
+}
+
+// Fail makes every list and watch fail with err, as an API server that
+// refuses the app (forbidden) or is away does, and ends the watches open:
+// bound stores begin to fail (Store.Err). Restore lets them work again;
+// they catch up after client-go's backoff, within seconds.
+func (s *Source) Fail(err error) (restore func()) {
+	s.mu.Lock()
+	s.failWith = err
+	watches := s.watches
+	s.watches = nil
+	s.mu.Unlock()
+	for w := range watches {
+		w.Stop()
+	}
+	return sync.OnceFunc(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.failWith = nil
+	})
+}
+
+// failure returns what lists and watches fail with, if anything.
+func (s *Source) failure() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failWith
 }
 
 // IgnoreShardSelectors makes the source do what an API server without the
@@ -188,6 +219,9 @@ func (lw *listerWatcher) ListWithContext(ctx context.Context, _ metav1.ListOptio
 	if err := lw.source.waitForRelease(ctx); err != nil {
 		return nil, err
 	}
+	if err := lw.source.failure(); err != nil {
+		return nil, err
+	}
 	// Watch first: changes after this point reach the watch, and those the
 	// list already holds come again as harmless updates.
 	w, err := lw.source.client.Watch(ctx, lw.newNative(), client.InNamespace(lw.key.Namespace))
@@ -235,13 +269,34 @@ func (lw *listerWatcher) WatchWithContext(ctx context.Context, _ metav1.ListOpti
 	w := lw.pending
 	lw.pending = nil
 	lw.mu.Unlock()
+	if err := lw.source.failure(); err != nil {
+		if w != nil {
+			w.Stop()
+		}
+		return nil, err
+	}
 	if w == nil {
 		var err error
 		if w, err = lw.source.client.Watch(ctx, lw.newNative(), client.InNamespace(lw.key.Namespace)); err != nil {
 			return nil, err
 		}
 	}
-	return newFilteredWatch(w, lw.filter), nil
+	return newFilteredWatch(w, lw.filter, lw.source.track), nil
+}
+
+// track holds w among the watches open until ended is called.
+func (s *Source) track(w *filteredWatch) (ended func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.watches == nil {
+		s.watches = make(map[*filteredWatch]struct{})
+	}
+	s.watches[w] = struct{}{}
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.watches, w)
+	}
 }
 
 // filter projects an event and turns it into what a selecting watch would
@@ -281,10 +336,12 @@ type filteredWatch struct {
 	filter func(watch.Event) (watch.Event, bool)
 	stop   chan struct{}
 	once   sync.Once
+	ended  func() // called once the watch has ended
 }
 
-func newFilteredWatch(in watch.Interface, filter func(watch.Event) (watch.Event, bool)) *filteredWatch {
+func newFilteredWatch(in watch.Interface, filter func(watch.Event) (watch.Event, bool), track func(*filteredWatch) (ended func())) *filteredWatch {
 	w := &filteredWatch{in: in, out: make(chan watch.Event), filter: filter, stop: make(chan struct{})}
+	w.ended = track(w)
 	go w.loop()
 	return w
 }
@@ -300,6 +357,7 @@ func (w *filteredWatch) Stop() {
 
 func (w *filteredWatch) loop() {
 	defer close(w.out)
+	defer w.ended()
 	for ev := range w.in.ResultChan() {
 		if ev, ok := w.filter(ev); ok {
 			select {
