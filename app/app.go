@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/spf13/cobra"
 	"go.uber.org/fx"
 	"go.uber.org/zap"
@@ -215,6 +216,7 @@ func (a *app) run(ctx context.Context, stderr io.Writer, cfg *rest.Config) error
 		return err
 	}
 	defer func() { _ = log.Sync() }()
+	setMemoryLimit(log, memlimit.FromCgroup)
 	if cfg == nil {
 		if cfg, err = loadConfig(); err != nil {
 			return err

@@ -112,6 +112,7 @@ func TestBinaryExitsZeroOnSIGTERM(t *testing.T) {
 		t.Fatalf("still running 20s after SIGTERM; logs:\n%s", logs.String())
 	}
 	assert.Contains(t, logs.String(), `"stopping"`)
+	assert.Contains(t, logs.String(), `"msg":"Go's memory limit`, "the memory limit in force is logged at start")
 	// Every line the process printed is zap's JSON: controller-runtime's
 	// logr, client-go's klog and fx's own events all go through zap.
 	assert.Contains(t, logs.String(), `"logger":"client-go"`, "klog's leader election lines came through zap")
