@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/watchlist"
@@ -163,6 +164,7 @@ func funcIdentity(fn any) string {
 func (e *entry) bind(b Binding, now time.Time) {
 	e.lw.ListerWatcher = b.ListerWatcher
 	e.lw.succeeded = e.listWatchSucceeded
+	e.lw.watchRetried = func(err error) { e.watchError(context.Background(), nil, err) }
 	e.lw.received = &e.received
 	// Keys hold canonical shard selectors, which parse.
 	e.lw.inShard, _ = shardMatcher(e.key)
@@ -500,6 +502,10 @@ type lazyListerWatcher struct {
 	cache.ListerWatcher
 	// succeeded is called after each list and watch the source accepts.
 	succeeded func()
+	// watchRetried is called with each watch error that client-go's
+	// reflector retries without telling its watch error handler
+	// (connection refused, 429): the API server is away or overloaded.
+	watchRetried func(error)
 	// received counts the objects listed and the watch events received.
 	received *atomic.Int64
 	// inShard is nil unless the store is sharded; outsideShard is called
@@ -551,6 +557,9 @@ func (l *lazyListerWatcher) keepShard(list k8sruntime.Object) error {
 func (l *lazyListerWatcher) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	w, err := cache.ToListerWatcherWithContext(l.ListerWatcher).WatchWithContext(ctx, opts)
 	if err != nil {
+		if l.watchRetried != nil && (utilnet.IsConnectionRefused(err) || apierrors.IsTooManyRequests(err)) {
+			l.watchRetried(err)
+		}
 		return nil, err
 	}
 	if l.succeeded != nil {

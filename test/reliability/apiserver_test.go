@@ -78,6 +78,9 @@ func TestFaultInjection(t *testing.T) {
 // rollout and mirror, and changes the world before, during and after the
 // outage: the stores reconnect and resync, the controllers resume, and the
 // cluster converges to what the last writes call for, object by object.
+// While the API server is away longer than the store failure timeout,
+// every store fails and /readyz says so; once it is back, both pass again
+// without a restart of the app.
 //
 // During the outage the writes go through a second API server on the same
 // etcd (a replica, as in an HA control plane), so they are certainly made
@@ -96,10 +99,15 @@ func TestAPIServerRestart(t *testing.T) {
 	w := newWorld("restart", 3, layout{Configs: 4, Deployments: 8, Sources: 4})
 	require.NoError(t, w.create(ctx, admin, 8))
 	log, logs := newLogger(t, zap.WarnLevel)
-	a := newExampleApp(t, testenv.Config(t), lifecycle.Config{}, log)
+	probes := testenv.LoopbackAddr(t)
+	const failureTimeout = 2 * time.Second
+	a := newExampleApp(t, testenv.Config(t), lifecycle.Config{HealthProbeBindAddress: probes, StoreFailureTimeout: failureTimeout}, log)
 	a.RequireStart()
 	defer a.RequireStop()
 	require.Zero(t, w.converge(t, admin, a, time.Minute), "before the outage")
+	stores := map[string]interface{ Err() error }{
+		"ConfigMaps": a.ConfigMaps, "Secrets": a.Secrets, "Deployments": a.Deployments, "Namespaces": a.Namespaces,
+	}
 	received := receivedByStore(t, a)
 
 	// Before: changes the app may or may not have handled when the API
@@ -114,8 +122,14 @@ func TestAPIServerRestart(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, w.checkStores(a, cl), "the app cannot have seen the changes made during the outage")
 	// Long enough for the app's reflectors and reconciles to fail and back
-	// off.
+	// off, and for /readyz to fail.
 	time.Sleep(time.Until(stopped.Add(outage)))
+	require.Eventually(t, func() bool { return statusOf(t, probes, "/readyz") == http.StatusInternalServerError },
+		30*time.Second, 100*time.Millisecond, "/readyz fails once the stores have failed for longer than the bound")
+	t.Logf("/readyz failed %s after the API server stopped", time.Since(stopped))
+	for name, s := range stores {
+		assert.ErrorContains(t, s.Err(), "failing since", "the %s store fails", name)
+	}
 
 	require.NoError(t, startAPIServer())
 	restarted := time.Now()
@@ -125,6 +139,11 @@ func TestAPIServerRestart(t *testing.T) {
 	require.NoError(t, w.changeSome(ctx, admin, 20))
 	require.Zero(t, w.converge(t, admin, a, 2*time.Minute), "after the restart")
 	t.Logf("converged %s after the API server came back", time.Since(restarted))
+	require.Eventually(t, func() bool { return statusOf(t, probes, "/readyz") == http.StatusOK },
+		time.Minute, 100*time.Millisecond, "/readyz passes again")
+	for name, s := range stores {
+		assert.NoError(t, s.Err(), "the %s store works again", name)
+	}
 	require.NoError(t, w.changeSome(ctx, admin, 20))
 	require.Zero(t, w.converge(t, admin, a, time.Minute), "after the outage")
 
