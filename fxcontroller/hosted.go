@@ -130,25 +130,40 @@ type Hosted struct {
 // returns once every controller has asked.
 func (h *Hosted) Declare(ctx context.Context) error {
 	// Bounded: a source that cannot even ask for its store retries for as
-	// long as its context lasts.
+	// long as its context lasts, and one over a cache of the operator's
+	// own waits that long for a cache that never starts.
 	ctx, cancel := context.WithTimeout(ctx, declareTimeout)
 	defer cancel() // ends the controllers' queues and sources
-	var errs []error
-	for _, name := range h.Controllers() {
+	names := h.Controllers()
+	errs := make([]error, len(names)) // by controller, in order
+	var wg sync.WaitGroup
+	for i, name := range names {
 		w, ok := h.controllers[name].(lifecycle.WarmupRunnable)
 		if !ok {
 			continue
 		}
 		// Its sources ask for their stores, then fail to sync: nothing
 		// runs before the app starts.
-		if err := w.Warmup(ctx); err != nil && !strings.Contains(err.Error(), "cache did not sync") {
-			errs = append(errs, fmt.Errorf("controller %q: %w", name, err))
-		}
+		wg.Go(func() {
+			if err := w.Warmup(ctx); err != nil && !notSyncedBeforeStart(err) {
+				errs[i] = fmt.Errorf("controller %q: %w", name, err)
+			}
+		})
 	}
+	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("hosted operator %q: %w", h.name, err)
 	}
 	return nil
+}
+
+// notSyncedBeforeStart reports the warm-up errors of sources that asked
+// for their caches and, as nothing runs before the app starts, saw them
+// not sync: controller-runtime's Kind source says either, as its wait or
+// its context ends first.
+func notSyncedBeforeStart(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "cache did not sync") || strings.Contains(msg, "timed out waiting for cache to be synced")
 }
 
 // namedController is a hosted controller as the app's lifecycle runs it:
