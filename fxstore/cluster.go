@@ -155,6 +155,14 @@ func (c *ClusterSource) AppliesShardSelectors(ctx context.Context, key Key) (boo
 // Registry.Start binds every store at once: controller-runtime's mapper
 // discovers everything on its first miss, and each miss waiting for that
 // would then fetch its group version again.
+// checkList implements listChecker: it lists one object of key's kind in
+// its namespace, a plain list that reads etcd, and returns its error.
+func (c *ClusterSource) checkList(ctx context.Context, key Key) error {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(key.Kind.GroupVersion().WithKind(key.Kind.Kind + "List"))
+	return c.client.List(ctx, list, &client.ListOptions{Namespace: key.Namespace, Limit: 1})
+}
+
 func (c *ClusterSource) restMapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
 	gv := gvk.GroupVersion()
 	if _, ok := c.lookedUp.Load(gv); !ok {

@@ -843,6 +843,7 @@ func (r *Registry) waitFor(ctx context.Context, key *Key) error {
 		case <-ctx.Done():
 			// Stores requested since are in the diagnosis too.
 			w = r.waiting(key)
+			r.diagnoseSilent(w)
 			pending := w.pending
 			for _, d := range w.delays {
 				pending = append(pending, fmt.Errorf("%s: not done", d))
@@ -861,6 +862,40 @@ type waitState struct {
 	pending, permanent []error
 	total              int
 	delays             []string
+	// silent are the stores in pending whose list/watch reported no error.
+	silent []*StoreError
+}
+
+// listChecker is a Source that can list one object of a store's spec with
+// a plain list: a streamed initial list that stalls reports no error, where
+// a plain list says why (a conversion webhook that cannot be reached).
+type listChecker interface {
+	checkList(ctx context.Context, key Key) error
+}
+
+// diagnoseSilentTimeout bounds each list diagnoseSilent makes.
+const diagnoseSilentTimeout = 5 * time.Second
+
+// diagnoseSilent lists one object of each store that did not sync without
+// a list/watch error, and gives the list's error, if any, as the cause.
+func (r *Registry) diagnoseSilent(w waitState) {
+	r.mu.Lock()
+	checker, ok := r.src.(listChecker)
+	r.mu.Unlock()
+	if !ok {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, se := range w.silent {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), diagnoseSilentTimeout)
+			defer cancel()
+			if err := checker.checkList(ctx, se.Key); err != nil {
+				se.Err = fmt.Errorf("not synced; its watch reports no error, but a list fails: %w", err)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func (r *Registry) waiting(key *Key) waitState {
@@ -880,6 +915,9 @@ func (r *Registry) waiting(key *Key) waitState {
 		}
 		err := &StoreError{Key: info.Key, Err: notSyncedCause(info.Status.LastError)}
 		w.pending = append(w.pending, err)
+		if info.Status.LastError == nil {
+			w.silent = append(w.silent, err)
+		}
 		if isPermanent(info.Status.LastError) {
 			w.permanent = append(w.permanent, err)
 		}
