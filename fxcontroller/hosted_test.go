@@ -302,3 +302,35 @@ func TestDeclareWithACacheOfTheOperatorsOwn(t *testing.T) {
 	}
 	assert.ElementsMatch(t, []string{"ConfigMap", "Secret"}, kinds, "the app's stores; the ServiceAccounts are in the operator's cache")
 }
+
+// A hosted controller whose warm-up waits for a cache that never starts
+// (made, but not added with mgr.Add) fails the start at the sync timeout
+// with the warm-up's own error, which names the controller and the source
+// that did not sync; it says "stores not synced" no more.
+func TestHostedWarmupWaitingOnACacheNeverStarted(t *testing.T) {
+	app := fx.New(fx.NopLogger,
+		fx.Supply(&rest.Config{Host: "https://unconnected.invalid"}),
+		fxstore.Module,
+		fx.Provide(func(s *k8sruntime.Scheme) fxstore.Source { return fxstoretest.NewSource(s) }),
+		fxcontroller.Module,
+		fxcontroller.SetupWithManager(func(mgr manager.Manager) error {
+			own, err := crcache.New(mgr.GetConfig(), crcache.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+			if err != nil {
+				return err
+			}
+			return ctrl.NewControllerManagedBy(mgr).
+				For(&corev1.ConfigMap{}).
+				Named("waiting").
+				WatchesRawSource(source.Kind(own, client.Object(&corev1.ServiceAccount{}), &handler.EnqueueRequestForObject{})).
+				Complete(noop)
+		}, fxcontroller.WithName("ops")),
+		lifecycle.Options(lifecycle.Config{MetricsBindAddress: "0", HealthProbeBindAddress: "0", SyncTimeout: time.Second}),
+	)
+	require.NoError(t, app.Err())
+	err := app.Start(t.Context())
+	require.Error(t, err)
+	t.Log(err)
+	assert.Contains(t, err.Error(), `warm up controller "waiting" of hosted operator "ops"`)
+	assert.Contains(t, err.Error(), "timed out waiting for cache to be synced for kind source: *v1.ServiceAccount")
+	assert.NotContains(t, err.Error(), "stores not synced", "every store synced")
+}
