@@ -3,7 +3,6 @@ package fxstore_test
 import (
 	"errors"
 	"io"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,25 +14,8 @@ import (
 
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/fxstore/fxstoretest"
+	"github.com/fxkube/fxkube/internal/testenv"
 )
-
-// heard records what a store's health handler hears.
-type heard struct {
-	mu   sync.Mutex
-	errs []error
-}
-
-func (h *heard) add(err error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.errs = append(h.errs, err)
-}
-
-func (h *heard) get() []error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]error(nil), h.errs...)
-}
 
 // A store whose list and watch fail says so (Err, Status, its health
 // handlers, its views'), keeps serving what it held, and works again once
@@ -48,10 +30,10 @@ func TestStoreHealth(t *testing.T) {
 	fxstoretest.Start(t, r, src)
 	require.NotNil(t, r.Stores()[1].ViewOf, "the store of namespace a is a view")
 
-	var allHeard, inAHeard heard
-	_, err = all.Subscribe(fxstore.HandlerFuncs[*corev1.ConfigMap]{HealthFunc: allHeard.add})
+	var allHeard, inAHeard testenv.Records[error]
+	_, err = all.Subscribe(fxstore.HandlerFuncs[*corev1.ConfigMap]{HealthFunc: allHeard.Add})
 	require.NoError(t, err)
-	sub, err := inA.Subscribe(fxstore.HandlerFuncs[*corev1.ConfigMap]{HealthFunc: inAHeard.add})
+	sub, err := inA.Subscribe(fxstore.HandlerFuncs[*corev1.ConfigMap]{HealthFunc: inAHeard.Add})
 	require.NoError(t, err)
 	require.NoError(t, all.Err())
 	require.NoError(t, inA.Err())
@@ -62,7 +44,7 @@ func TestStoreHealth(t *testing.T) {
 			"the watch ended")
 		restore()
 		assert.NoError(t, all.Err())
-		assert.Empty(t, allHeard.get())
+		assert.Empty(t, allHeard.All())
 	})
 
 	forbidden := apierrors.NewForbidden(corev1.Resource("configmaps"), "", errors.New("access revoked"))
@@ -92,8 +74,8 @@ func TestStoreHealth(t *testing.T) {
 		assert.Zero(t, s.Status.FailingSince, "%s", s.Key)
 	}
 
-	for name, h := range map[string]*heard{"all": &allHeard, "a": &inAHeard} {
-		got := h.get()
+	for name, h := range map[string]*testenv.Records[error]{"all": &allHeard, "a": &inAHeard} {
+		got := h.All()
 		if assert.Len(t, got, 2, "%s: failing, then working, once each: %v", name, got) {
 			assert.True(t, apierrors.IsForbidden(got[0]), "%s: %v", name, got[0])
 			assert.NoError(t, got[1], name)
@@ -104,5 +86,5 @@ func TestStoreHealth(t *testing.T) {
 	restore = src.Fail(forbidden)
 	defer restore()
 	require.Eventually(t, func() bool { return all.Err() != nil }, time.Minute, 10*time.Millisecond)
-	assert.Len(t, inAHeard.get(), 2, "an unsubscribed handler hears nothing more")
+	assert.Len(t, inAHeard.All(), 2, "an unsubscribed handler hears nothing more")
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,22 +29,7 @@ func withConfigMaps() fx.Option {
 }
 
 // events records, in order, what runnables did.
-type events struct {
-	mu   sync.Mutex
-	list []string
-}
-
-func (e *events) add(s string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.list = append(e.list, s)
-}
-
-func (e *events) get() []string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return append([]string(nil), e.list...)
-}
+type events = testenv.Records[string]
 
 // fakeCache is a cache an operator made and added as a runnable: Start
 // runs it, and it syncs once started and sync is closed. The embedded
@@ -63,13 +47,13 @@ func newFakeCache(e *events) *fakeCache {
 }
 
 func (c *fakeCache) Start(ctx context.Context) error {
-	c.events.add("cache started")
+	c.events.Add("cache started")
 	close(c.started)
 	if c.startErr != nil {
 		return c.startErr
 	}
 	<-ctx.Done()
-	c.events.add("cache stopped")
+	c.events.Add("cache stopped")
 	return nil
 }
 
@@ -112,7 +96,7 @@ type waitingController struct {
 func (c waitingController) Warmup(ctx context.Context) error {
 	select {
 	case <-c.cache.started:
-		c.events.add("warmed up")
+		c.events.Add("warmed up")
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -120,9 +104,9 @@ func (c waitingController) Warmup(ctx context.Context) error {
 }
 
 func (c waitingController) Start(ctx context.Context) error {
-	c.events.add("controller started")
+	c.events.Add("controller started")
 	<-ctx.Done()
-	c.events.add("controller stopped")
+	c.events.Add("controller stopped")
 	return nil
 }
 
@@ -132,9 +116,9 @@ type nonLeader struct{ events *events }
 func (r nonLeader) NeedLeaderElection() bool { return false }
 
 func (r nonLeader) Start(ctx context.Context) error {
-	r.events.add("runnable started")
+	r.events.Add("runnable started")
 	<-ctx.Done()
-	r.events.add("runnable stopped")
+	r.events.Add("runnable stopped")
 	return nil
 }
 
@@ -180,10 +164,10 @@ func TestRunnablesStartInControllerRuntimesGroups(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the start went on 10 s after every store and cache had synced")
 	}
-	require.Eventually(t, func() bool { return len(e.get()) == 5 }, 10*time.Second, 10*time.Millisecond, "the runnables start")
+	require.Eventually(t, func() bool { return len(e.All()) == 5 }, 10*time.Second, 10*time.Millisecond, "the runnables start")
 	ta.app.RequireStop()
 
-	got := e.get()
+	got := e.All()
 	require.Len(t, got, 9, "%q", got)
 	assert.ElementsMatch(t, []string{"cache started", "cache started", "warmed up"}, got[:3], "caches start, and the warm-up waits for one")
 	assert.ElementsMatch(t, []string{"controller started", "runnable started"}, got[3:5], "the runnables start after the barrier")
@@ -204,7 +188,7 @@ func TestCacheThatDoesNotSyncFailsTheStart(t *testing.T) {
 	assert.Contains(t, err.Error(), "the start did not finish within the sync timeout of 300ms (raise it with --sync-timeout)")
 	assert.Contains(t, err.Error(), "all 1 stores synced; still waiting for 1 more")
 	assert.Contains(t, err.Error(), "cache *lifecycle_test.fakeCache: syncing: not done")
-	assert.Equal(t, []string{"cache started", "cache stopped"}, e.get(), "the failed start stopped the cache")
+	assert.Equal(t, []string{"cache started", "cache stopped"}, e.All(), "the failed start stopped the cache")
 }
 
 // A cache that fails to start fails the app's start at once, naming it.
@@ -231,5 +215,5 @@ func TestWarmupThatDoesNotFinishFailsTheStart(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "the start did not finish within the sync timeout of 300ms")
 	assert.Contains(t, err.Error(), "lifecycle_test.waitingController: warming up: not done")
-	assert.Empty(t, e.get(), "nothing started")
+	assert.Empty(t, e.All(), "nothing started")
 }

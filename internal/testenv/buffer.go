@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bytes"
+	"slices"
 	"sync"
 )
 
@@ -24,4 +25,25 @@ func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// Records is a list that goroutines add to while a test reads it: the
+// events a fake saw, the errors a handler heard.
+type Records[T any] struct {
+	mu    sync.Mutex
+	items []T
+}
+
+// Add appends v.
+func (r *Records[T]) Add(v T) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.items = append(r.items, v)
+}
+
+// All returns a copy of what was added so far, in order.
+func (r *Records[T]) All() []T {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.items)
 }

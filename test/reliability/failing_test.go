@@ -3,8 +3,6 @@ package reliability
 import (
 	"context"
 	"net/http"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,24 +22,6 @@ import (
 	"github.com/fxkube/fxkube/internal/testenv"
 	"github.com/fxkube/fxkube/lifecycle"
 )
-
-// health records what a store's health handler hears.
-type health struct {
-	mu   sync.Mutex
-	errs []error
-}
-
-func (h *health) OnHealth(err error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.errs = append(h.errs, err)
-}
-
-func (h *health) heard() []error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return slices.Clone(h.errs)
-}
 
 // TestStoreFailsWhenAccessIsRevoked takes the app's access to Secrets away
 // while it runs: the Secrets store fails (Err, its health handler, the
@@ -86,7 +66,7 @@ func TestStoreFailsWhenAccessIsRevoked(t *testing.T) {
 	var (
 		configMaps *fxstore.Store[*corev1.ConfigMap]
 		secrets    *fxstore.Store[*corev1.Secret]
-		heard      health
+		heard      testenv.Records[error]
 	)
 	var registry *fxstore.Registry
 	a := newApp(t, cfg, lifecycle.Config{HealthProbeBindAddress: probes, StoreFailureTimeout: bound}, log,
@@ -101,7 +81,7 @@ func TestStoreFailsWhenAccessIsRevoked(t *testing.T) {
 	)
 	a.RequireStart()
 	defer a.RequireStop()
-	_, err := secrets.Subscribe(fxstore.HandlerFuncs[*corev1.Secret]{HealthFunc: heard.OnHealth})
+	_, err := secrets.Subscribe(fxstore.HandlerFuncs[*corev1.Secret]{HealthFunc: heard.Add})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, statusOf(t, probes, "/readyz"))
 
@@ -156,7 +136,7 @@ func TestStoreFailsWhenAccessIsRevoked(t *testing.T) {
 	assert.Equal(t, http.StatusOK, statusOf(t, probes, "/readyz"))
 	assert.Equal(t, 1, logs.FilterMessage("store recovered").Len())
 
-	got := heard.heard()
+	got := heard.All()
 	require.Len(t, got, 2, "the handler heard failing and recovered, once each: %v", got)
 	assert.ErrorContains(t, got[0], "store Secret/v1 (all namespaces): failing since", "failing")
 	assert.NoError(t, got[1], "recovered")
