@@ -19,6 +19,11 @@
 // before any controller runs. Reads before a store has synced return
 // ErrNotSynced rather than a partial answer.
 //
+// A store whose list/watch fails after start (access revoked, its kind
+// gone, the API server away) keeps serving what it held while it retries.
+// Store.Err says since when and why; a handler given to Subscribe that
+// implements HealthHandler hears the failure and the recovery.
+//
 // Reads return the cached objects without copying them. They are shared by
 // every consumer: never modify one; DeepCopy it first.
 //
