@@ -470,8 +470,15 @@ func TestStopRemovesHandlers(t *testing.T) {
 	e := newEnv(configMap("a", "x", nil))
 	cms := e.configMaps(t)
 	var evaluated atomic.Int32
+	reconciled := make(chan struct{}, 1)
 	c, err := fxcontroller.New("stops", cms,
-		reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return reconcile.Result{}, nil }),
+		reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
+			select {
+			case reconciled <- struct{}{}:
+			default:
+			}
+			return reconcile.Result{}, nil
+		}),
 		fxcontroller.WithPredicates(predicate.NewPredicateFuncs(func(client.Object) bool { evaluated.Add(1); return true })))
 	require.NoError(t, err)
 	fxstoretest.Start(t, e.reg, e.src)
@@ -479,7 +486,14 @@ func TestStopRemovesHandlers(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- c.Start(ctx) }()
-	require.Eventually(t, func() bool { return evaluated.Load() == 1 }, 5*time.Second, time.Millisecond)
+	// Once it reconciles, the controller has started: its source synced.
+	// Stopped before, it fails its start with "context canceled".
+	select {
+	case <-reconciled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the controller did not reconcile")
+	}
+	require.Equal(t, int32(1), evaluated.Load())
 	cancel()
 	require.NoError(t, <-done)
 
