@@ -52,7 +52,7 @@ func TestLocalStopsCleanlyOnCtrlC(t *testing.T) {
 		// under the name it gives itself.
 		args := local(t, probes, testenv.LoopbackAddr(t))
 		cmd := exec.Command(bin, append([]string{"local", "--controlplane-dir", dir, "--log-format", "console"}, args...)...)
-		out, err := interrupt(t, cmd, func() bool { return status(probes, "/readyz") == http.StatusOK })
+		out, err := interrupt(t, cmd, func([]proc) bool { return status(probes, "/readyz") == http.StatusOK })
 		require.NoError(t, err, "exit status; output:\n%s", out)
 		assertNoErrorLines(t, out)
 		assert.Contains(t, out, "stopping")
@@ -67,7 +67,7 @@ func TestLocalStopsCleanlyOnCtrlC(t *testing.T) {
 		args := local(t, probes)
 		kubeconfig := args[len(args)-1]
 		cmd := exec.Command(bin, append([]string{"local", "--controlplane-dir", dir, "--replicas", "2"}, args...)...)
-		out, err := interrupt(t, cmd, func() bool {
+		out, err := interrupt(t, cmd, func([]proc) bool {
 			// Both replicas hold a member Lease of the checksum
 			// controller's group.
 			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
@@ -100,8 +100,10 @@ func TestLocalStopsCleanlyOnCtrlC(t *testing.T) {
 	// be up, stops them and exits 0.
 	t.Run("starting", func(t *testing.T) {
 		cmd := exec.Command(bin, append([]string{"local", "--controlplane-dir", dir, "--log-format", "console"}, local(t, testenv.LoopbackAddr(t))...)...)
-		out, err := interrupt(t, cmd, func() bool {
-			return slices.ContainsFunc(descendants(t, cmd.Process.Pid), func(p proc) bool { return p.name == controlplane.Etcd })
+		// Judged on what interrupt saw: etcd may come and go between two
+		// looks at the process tree.
+		out, err := interrupt(t, cmd, func(plane []proc) bool {
+			return slices.ContainsFunc(plane, func(p proc) bool { return p.name == controlplane.Etcd })
 		})
 		require.NoError(t, err, "exit status; output:\n%s", out)
 		assertNoErrorLines(t, out)
@@ -134,7 +136,7 @@ func TestLocalStopsCleanlyOnCtrlC(t *testing.T) {
 			name, _, _ := strings.Cut(kv, "=")
 			return name == "MAKEFLAGS" || name == "MAKELEVEL" || name == "MFLAGS"
 		})
-		out, err := interrupt(t, cmd, func() bool { return status(probes, "/readyz") == http.StatusOK })
+		out, err := interrupt(t, cmd, func([]proc) bool { return status(probes, "/readyz") == http.StatusOK })
 		// make, interrupted, ends itself with the signal once its recipe has
 		// ended; had the recipe failed, it would say so first.
 		var exit *exec.ExitError
@@ -149,9 +151,10 @@ func TestLocalStopsCleanlyOnCtrlC(t *testing.T) {
 }
 
 // interrupt starts cmd in a process group of its own, waits until when is
-// true, sends SIGINT to the group and returns what cmd printed and how it
-// exited. The control plane that cmd started must be gone by then.
-func interrupt(t *testing.T, cmd *exec.Cmd, when func() bool) (string, error) {
+// true of the kube-apiservers and etcds seen under it so far, sends SIGINT
+// to the group and returns what cmd printed and how it exited. The control
+// plane that cmd started must be gone by then.
+func interrupt(t *testing.T, cmd *exec.Cmd, when func(plane []proc) bool) (string, error) {
 	t.Helper()
 	var out testenv.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -187,17 +190,15 @@ func interrupt(t *testing.T, cmd *exec.Cmd, when func() bool) (string, error) {
 	}()
 
 	deadline := time.Now().Add(2 * time.Minute)
-	for !when() {
+	for watch(); !when(plane); watch() {
 		select {
 		case err = <-exited:
 			ended = true
 			t.Fatalf("exited before it was interrupted: %v; output:\n%s", err, out.String())
 		case <-time.After(50 * time.Millisecond):
 		}
-		watch()
 		require.True(t, time.Now().Before(deadline), "not ready within 2m; output:\n%s", out.String())
 	}
-	watch()
 	require.NotEmpty(t, plane, "a kube-apiserver or etcd runs under %s", cmd.Path)
 	require.NoError(t, syscall.Kill(-cmd.Process.Pid, syscall.SIGINT))
 	for deadline := time.After(2 * time.Minute); !ended; {
