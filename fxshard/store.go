@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/internal/informers"
 )
 
 // Store is this replica's share of the objects a spec selects: one fxstore
@@ -38,8 +39,12 @@ type Store[T client.Object] struct {
 	// stored, so that reads take no lock.
 	stores atomic.Pointer[map[int]*fxstore.Store[T]]
 	// mu serialises acquiring and releasing buckets.
-	mu       sync.Mutex
-	informer shardInformer
+	mu sync.Mutex
+	// informer is the union of the held buckets' informers, as a
+	// controller subscribes to it: its handlers hear the objects of a
+	// bucket acquired as Adds, and nothing of a bucket given up (its
+	// objects are another replica's now, not gone).
+	informer *informers.Union[int]
 }
 
 // For returns the store of the objects spec selects that fall in the
@@ -60,7 +65,7 @@ func For[T client.Object](s *Shards, spec fxstore.Spec, shardKey string, opts ..
 	}
 	st := &Store[T]{shards: s, spec: spec, key: key, shardKey: shardKey, opts: opts}
 	st.stores.Store(&map[int]*fxstore.Store[T]{})
-	st.informer.buckets = make(map[int]*bucketInformer)
+	st.informer = informers.NewUnion[int]("sharded store " + key.String())
 	if err := s.add(st); err != nil {
 		return nil, err
 	}
@@ -113,7 +118,7 @@ func (s *Store[T]) acquire(bucket int, shard sharding.Selector) error {
 	next := maps.Clone(prev)
 	next[bucket] = st
 	s.stores.Store(&next)
-	if err := s.informer.addBucket(bucket, st.Informer()); err != nil {
+	if err := s.informer.Add(bucket, st.Informer()); err != nil {
 		s.stores.Store(&prev)
 		return errors.Join(fmt.Errorf("sharded store %s: bucket %d: %w", s.key, bucket, err), s.shards.registry.Drop(st.Key()))
 	}
@@ -132,12 +137,12 @@ func (s *Store[T]) release(bucket int) error {
 	next := maps.Clone(*s.stores.Load())
 	delete(next, bucket)
 	s.stores.Store(&next)
-	return errors.Join(s.informer.removeBucket(bucket), s.shards.registry.Drop(st.Key()))
+	return errors.Join(s.informer.Remove(bucket), s.shards.registry.Drop(st.Key()))
 }
 
 // Informer returns the store's informer: handlers added to it get the
 // events of every bucket held, now and later.
-func (s *Store[T]) Informer() cache.SharedIndexInformer { return &s.informer }
+func (s *Store[T]) Informer() cache.SharedIndexInformer { return s.informer }
 
 // synced reports whether bucket's store has synced.
 func (s *Store[T]) synced(bucket int) bool {

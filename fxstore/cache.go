@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/fxkube/fxkube/internal/caller"
+	"github.com/fxkube/fxkube/internal/informers"
 )
 
 // Cache is a controller-runtime cache.Cache whose informers are a
@@ -701,13 +702,10 @@ func (ns namespaceStore) list(lo client.ListOptions, indexName func(field string
 	if !s.HasSynced() {
 		return nil, s.e.notSynced
 	}
-	indexer := s.e.indexer()
 	if lo.FieldSelector == nil || lo.FieldSelector.Empty() {
-		if lo.Namespace != "" {
-			return indexer.ByIndex(toolscache.NamespaceIndex, lo.Namespace)
-		}
-		return indexer.List(), nil
+		return s.e.list(lo.Namespace)
 	}
+	indexer := s.e.indexer()
 	reqs := lo.FieldSelector.Requirements()
 	indexers := indexer.GetIndexers()
 	var objs []any
@@ -776,11 +774,15 @@ func (c *Cache) informer(ctx context.Context, k cacheKind, opts []crcache.Inform
 	if len(ck.stores) == 1 {
 		return ck.stores[0].store.Informer(), nil
 	}
-	informers := make(multiInformer, len(ck.stores))
-	for i, ns := range ck.stores {
-		informers[i] = ns.store.Informer()
+	// One informer over the stores of every namespace, as
+	// controller-runtime's multi-namespace cache gives.
+	u := informers.NewUnion[string](fmt.Sprintf("the stores of %s by namespace", kindString(ck.gvk)))
+	for _, ns := range ck.stores {
+		if err := u.Add(ns.namespace, ns.store.Informer()); err != nil {
+			return nil, err
+		}
 	}
-	return informers, nil
+	return u, nil
 }
 
 // RemoveInformer implements cache.Informers. Stores are shared and live as
@@ -871,115 +873,3 @@ func indexName(field string, extract client.IndexerFunc) string {
 // indexOnly adds a request's indexes to its store without counting it as
 // another request: the cache has requested the store already.
 var indexOnly Option = optionFunc(func(r *request) { r.indexOnly = true })
-
-// multiInformer is the informers of one kind's stores in several
-// namespaces, as one informer.
-type multiInformer []toolscache.SharedIndexInformer
-
-var _ crcache.Informer = multiInformer(nil)
-
-type multiRegistration []toolscache.ResourceEventHandlerRegistration
-
-func (r multiRegistration) HasSynced() bool {
-	for _, reg := range r {
-		if !reg.HasSynced() {
-			return false
-		}
-	}
-	return true
-}
-
-func (r multiRegistration) HasSyncedChecker() toolscache.DoneChecker {
-	checkers := make([]toolscache.DoneChecker, len(r))
-	for i, reg := range r {
-		checkers[i] = reg.HasSyncedChecker()
-	}
-	return allDone{checkers}
-}
-
-func (m multiInformer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
-	return m.AddEventHandlerWithOptions(h, toolscache.HandlerOptions{})
-}
-
-func (m multiInformer) AddEventHandlerWithResyncPeriod(h toolscache.ResourceEventHandler, resync time.Duration) (toolscache.ResourceEventHandlerRegistration, error) {
-	return m.AddEventHandlerWithOptions(h, toolscache.HandlerOptions{ResyncPeriod: &resync})
-}
-
-func (m multiInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandler, o toolscache.HandlerOptions) (toolscache.ResourceEventHandlerRegistration, error) {
-	regs := make(multiRegistration, 0, len(m))
-	for _, i := range m {
-		reg, err := i.AddEventHandlerWithOptions(h, o)
-		if err != nil {
-			_ = m.RemoveEventHandler(regs)
-			return nil, err
-		}
-		regs = append(regs, reg)
-	}
-	return regs, nil
-}
-
-func (m multiInformer) RemoveEventHandler(h toolscache.ResourceEventHandlerRegistration) error {
-	regs, ok := h.(multiRegistration)
-	if !ok {
-		return fmt.Errorf("registration %T was not returned by this informer", h)
-	}
-	var errs []error
-	for i, reg := range regs {
-		errs = append(errs, m[i].RemoveEventHandler(reg))
-	}
-	return errors.Join(errs...)
-}
-
-func (m multiInformer) AddIndexers(indexers toolscache.Indexers) error {
-	var errs []error
-	for _, i := range m {
-		errs = append(errs, i.AddIndexers(indexers))
-	}
-	return errors.Join(errs...)
-}
-
-func (m multiInformer) HasSynced() bool {
-	for _, i := range m {
-		if !i.HasSynced() {
-			return false
-		}
-	}
-	return true
-}
-
-func (m multiInformer) HasSyncedChecker() toolscache.DoneChecker {
-	checkers := make([]toolscache.DoneChecker, len(m))
-	for i, inf := range m {
-		checkers[i] = inf.HasSyncedChecker()
-	}
-	return allDone{checkers}
-}
-
-func (m multiInformer) IsStopped() bool {
-	for _, i := range m {
-		if i.IsStopped() {
-			return true
-		}
-	}
-	return false
-}
-
-// allDone is done once every checker is. Its channel is made by waiting on
-// each in turn, so it is only asked for by the waits that need it.
-type allDone struct{ checkers []toolscache.DoneChecker }
-
-func (a allDone) Name() string { return "all namespaces" }
-
-// Done returns a channel closed once every checker is done. Its goroutine
-// ends then, or when a checker's informer stops unsynced, whose checker
-// then never completes: informers stop with the app.
-func (a allDone) Done() <-chan struct{} {
-	done := make(chan struct{})
-	go func() {
-		for _, c := range a.checkers {
-			<-c.Done()
-		}
-		close(done)
-	}()
-	return done
-}

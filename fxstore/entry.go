@@ -49,10 +49,11 @@ type entry struct {
 	refs int
 	stop context.CancelFunc
 
-	// proxy is the informer the store gives out: informer, or its view's.
+	// proxy is the informer the store gives out: its backing's.
 	proxy *storeInformer
-	// view is set when the registry serves the store from a broader one.
-	view atomic.Pointer[view]
+	// backed is what serves the store: informer, until the registry
+	// serves it from a broader store.
+	backed atomic.Pointer[backingRef]
 	// pinned keeps the store on an informer of its own; guarded by the
 	// registry's lock.
 	pinned bool
@@ -106,8 +107,12 @@ func newEntry(key Key, example k8sruntime.Object, t Transform, r *Registry) *ent
 	// Neither call can fail before the informer has started.
 	_ = e.informer.SetTransform(e.transformObject)
 	_ = e.informer.SetWatchErrorHandlerWithContext(e.watchError)
+	e.backed.Store(&backingRef{ownInformer{e.informer, e}})
 	return e
 }
+
+// backing returns what serves the store.
+func (e *entry) backing() backing { return e.backed.Load().backing }
 
 // add records one more request for the store: its consumer and indexes.
 // The registry's lock is held.
@@ -237,9 +242,7 @@ func (e *entry) awaitSync(ctx context.Context, done <-chan struct{}) {
 
 // markSynced marks the store synced, once.
 func (e *entry) markSynced() {
-	if v := e.view.Load(); v != nil {
-		e.resource = v.parent.resource // bound before it synced
-	}
+	e.resource = e.backing().source().resource // a view's parent was bound before it synced
 	d := time.Since(e.startedAt)
 	e.mu.Lock()
 	e.syncedIn = d
@@ -321,18 +324,17 @@ func (e *entry) listWatchSucceeded() {
 	}
 }
 
-// health returns since when the store's list/watch has failed, and its last
-// error; since is zero while it works. A view's is its parent's.
+// health returns since when the list/watch feeding the store has failed,
+// and its last error; since is zero while it works. A view's is its
+// parent's.
 func (e *entry) health() (since time.Time, err error) {
-	if v := e.view.Load(); v != nil {
-		return v.parent.health()
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.failingSince.IsZero() {
+	src := e.backing().source()
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	if src.failingSince.IsZero() {
 		return time.Time{}, nil
 	}
-	return e.failingSince, e.lastErr
+	return src.failingSince, src.lastErr
 }
 
 // failure is what Store.Err returns: nil while the store works.
@@ -355,21 +357,19 @@ func (e *entry) notifyHealth() {
 	}
 }
 
-// indexer is what the store reads: its informer's indexer, or its view's.
-func (e *entry) indexer() cache.Indexer {
-	if v := e.view.Load(); v != nil {
-		return v.indexer
+// indexer is what the store reads: its backing's indexer.
+func (e *entry) indexer() cache.Indexer { return e.backing().GetIndexer() }
+
+// list returns the store's objects in namespace, or all when it is "".
+func (e *entry) list(namespace string) ([]any, error) {
+	if namespace == "" {
+		return e.indexer().List(), nil
 	}
-	return e.informer.GetIndexer()
+	return e.indexer().ByIndex(cache.NamespaceIndex, namespace)
 }
 
 // count returns how many objects the store holds.
-func (e *entry) count() int {
-	if v := e.view.Load(); v != nil {
-		return v.indexer.count()
-	}
-	return len(e.informer.GetIndexer().ListKeys())
-}
+func (e *entry) count() int { return len(e.indexer().ListKeys()) }
 
 // viewFilter returns what the store selects of parent's objects, if the
 // store can be a view of parent: the client can evaluate it, its objects
@@ -438,14 +438,11 @@ func (e *entry) serveAsView(parent *entry) bool {
 			parent.indexers[pname] = fn
 		}
 	}
-	v, err := newView(parent, e.key, sel, project, names)
+	v, err := newView(parent, e.key, sel, project, names, maps.Clone(e.indexers))
 	if err != nil {
 		return false
 	}
-	if project != nil {
-		v.indexer.indexers = maps.Clone(e.indexers)
-	}
-	e.view.Store(v)
+	e.backed.Store(&backingRef{v})
 	return true
 }
 
@@ -459,14 +456,14 @@ func (e *entry) info() StoreInfo {
 		viewOf    *Key
 		parentErr error // why the parent of a view not synced has not synced
 	)
-	if v := e.view.Load(); v != nil {
-		viewOf = &v.parent.key
+	if src := e.backing().source(); src != e {
+		viewOf = &src.key
 		if !e.synced.Load() {
-			v.parent.mu.Lock()
-			if v.parent.lastErr != nil {
-				parentErr = fmt.Errorf("its store %s: %w", v.parent.key, v.parent.lastErr)
+			src.mu.Lock()
+			if src.lastErr != nil {
+				parentErr = fmt.Errorf("its store %s: %w", src.key, src.lastErr)
 			}
-			v.parent.mu.Unlock()
+			src.mu.Unlock()
 		}
 	}
 	since, failing := e.health()

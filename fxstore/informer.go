@@ -16,12 +16,7 @@ type storeInformer struct{ e *entry }
 
 var _ cache.SharedIndexInformer = (*storeInformer)(nil)
 
-func (i *storeInformer) target() cache.SharedIndexInformer {
-	if v := i.e.view.Load(); v != nil {
-		return v.shared
-	}
-	return i.e.informer
-}
+func (i *storeInformer) target() cache.SharedIndexInformer { return i.e.backing() }
 
 // pinIfUnplanned keeps the store on its own informer if the registry has
 // not planned it yet: handlers cannot be moved to a view's.

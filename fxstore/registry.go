@@ -364,10 +364,7 @@ func (r *Registry) serveShardFromWhole(e *entry) bool {
 	default:
 		r.retryLocked(whole)
 	}
-	parent := whole
-	if v := whole.view.Load(); v != nil {
-		parent = v.parent
-	}
+	parent := whole.backing().source()
 	if !e.serveAsView(parent) {
 		if !ok {
 			r.forgetLocked(whole)
@@ -392,7 +389,7 @@ func (r *Registry) lateParent(e *entry) *entry {
 	if e.pinned {
 		return nil
 	}
-	return broadestCover(e, r.order, func(b *entry) bool { return b.view.Load() == nil && b.bindFailure() == nil })
+	return broadestCover(e, r.order, func(b *entry) bool { return b.backing().source() == b && b.bindFailure() == nil })
 }
 
 // broadestCover returns the broadest of candidates, those eligible, that
@@ -502,9 +499,10 @@ func (r *Registry) releaseLocked(e *entry) {
 		return
 	}
 	r.forgetLocked(e)
-	if v := e.view.Load(); v != nil {
-		v.close()
-		r.releaseLocked(v.parent)
+	b := e.backing()
+	b.close()
+	if src := b.source(); src != e {
+		r.releaseLocked(src)
 	}
 	if w := e.whole; w != nil {
 		w.shardViews--
@@ -698,7 +696,7 @@ func (r *Registry) Start(ctx context.Context, src Source) error {
 		r.wg.Go(func() { e.awaitSync(ctx, e.informer.HasSyncedChecker().Done()) })
 	}
 	for _, e := range views {
-		r.startView(e, e.view.Load().parent)
+		r.startView(e, e.backing().source())
 	}
 	r.log.Info("stores started", zap.Int("stores", len(entries)+len(views)), zap.Int("informers", len(entries)), zap.Int("requests", r.requests))
 	return nil
@@ -815,9 +813,7 @@ func (r *Registry) WaitForStore(ctx context.Context, key Key) error {
 // retryLocked starts e again if it could not be bound, or, for a view, its
 // parent. The registry's lock is held.
 func (r *Registry) retryLocked(e *entry) {
-	if v := e.view.Load(); v != nil {
-		e = v.parent // a view starts with its parent
-	}
+	e = e.backing().source() // a view starts with its parent
 	if e.takeBindFailure() {
 		r.startLate(e)
 	}
@@ -951,7 +947,7 @@ func (r *Registry) healthChanged(e *entry) {
 	r.mu.Lock()
 	affected := []*entry{e}
 	for _, o := range r.order {
-		if v := o.view.Load(); v != nil && v.parent == e {
+		if o != e && o.backing().source() == e {
 			affected = append(affected, o)
 		}
 	}

@@ -67,15 +67,7 @@ func (s *Store[T]) Get(namespace, name string) (T, error) {
 	if !s.e.synced.Load() {
 		return zero, s.e.notSynced
 	}
-	// A view looks the key up in its parent's indexer and then matches the
-	// object itself: its indexer would do the same through more calls.
-	v := s.e.view.Load()
-	var indexer cache.Indexer
-	if v != nil {
-		indexer = v.parent.informer.GetIndexer()
-	} else {
-		indexer = s.e.informer.GetIndexer()
-	}
+	indexer := s.e.indexer()
 	var (
 		item   any
 		exists bool
@@ -94,19 +86,7 @@ func (s *Store[T]) Get(namespace, name string) (T, error) {
 	if !exists {
 		return zero, apierrors.NewNotFound(s.e.resource, name)
 	}
-	switch {
-	case v == nil:
-		return item.(T), nil
-	case v.project == nil:
-		if obj := item.(T); v.match(obj) {
-			return obj, nil
-		}
-	default:
-		if obj := item.(client.Object); v.match(obj) {
-			return v.project.one(obj).(T), nil
-		}
-	}
-	return zero, apierrors.NewNotFound(s.e.resource, name)
+	return item.(T), nil
 }
 
 // List returns the objects matching opts. client.InNamespace and
@@ -121,16 +101,9 @@ func (s *Store[T]) List(opts ...client.ListOption) ([]T, error) {
 	if lo.FieldSelector != nil && !lo.FieldSelector.Empty() {
 		return nil, fmt.Errorf("store %s: List does not take field selectors; declare an index with WithIndex and use ByIndex", s.e.key)
 	}
-	var items []any
-	if v := s.e.view.Load(); v != nil {
-		items = v.indexer.inNamespace(lo.Namespace)
-	} else if lo.Namespace != "" {
-		var err error
-		if items, err = s.e.informer.GetIndexer().ByIndex(cache.NamespaceIndex, lo.Namespace); err != nil {
-			return nil, fmt.Errorf("store %s: %w", s.e.key, err)
-		}
-	} else {
-		items = s.e.informer.GetIndexer().List()
+	items, err := s.e.list(lo.Namespace)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", s.e.key, err)
 	}
 	return filter[T](items, lo.LabelSelector), nil
 }

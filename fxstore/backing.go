@@ -1,0 +1,37 @@
+package fxstore
+
+import (
+	"k8s.io/client-go/tools/cache"
+)
+
+// backing is what serves a store: the informer its reads and handlers go
+// to, and the store whose list and watch feed it. A store is backed by its
+// own informer until the registry plans it, at Start or when it is
+// requested later, as a view of a broader store. Nothing else asks which
+// backing a store has.
+type backing interface {
+	cache.SharedIndexInformer
+	// source is the store whose list and watch feed this one: itself, or
+	// a view's parent. Its health is the store's.
+	source() *entry
+	// close ends the backing when the store is dropped: a view's handlers
+	// leave its parent's informer.
+	close()
+}
+
+// ownInformer backs a store with an informer of its own, which the
+// registry runs.
+type ownInformer struct {
+	cache.SharedIndexInformer
+	e *entry
+}
+
+var _ backing = ownInformer{}
+
+func (o ownInformer) source() *entry { return o.e }
+
+// close does nothing: the registry stops the informer (entry.stop).
+func (ownInformer) close() {}
+
+// backingRef holds a backing in an atomic.Pointer.
+type backingRef struct{ backing }
