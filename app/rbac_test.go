@@ -90,7 +90,7 @@ var shardedWidgets = fx.Module("sharded", fxcontroller.Provide(func(s *fxshard.S
 	if err != nil {
 		return nil, err
 	}
-	return fxshard.NewController("sharded", secrets, reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
+	return fxcontroller.New("sharded", secrets, reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
 		return reconcile.Result{}, nil
 	}))
 }))

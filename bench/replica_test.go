@@ -147,7 +147,7 @@ func (r *replica) options() []fx.Option {
 				return nil, err
 			}
 			r.store, r.shards = store, shards
-			return fxshard.NewController("sharded", store, reconcile.Func(r.reconcile))
+			return fxcontroller.New("sharded", store, reconcile.Func(r.reconcile))
 		})),
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -24,6 +23,7 @@ import (
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/internal/caller"
 	"github.com/fxkube/fxkube/internal/grace"
+	internalprimary "github.com/fxkube/fxkube/internal/primary"
 )
 
 // Controller reconciles the objects of one store with a controller-runtime
@@ -57,9 +57,22 @@ var (
 	_ reconcile.Reconciler           = (*Controller)(nil)
 )
 
+// Primary is what a controller reconciles the objects of: any store, such
+// as an *fxstore.Store or an *fxshard.Store, whose objects change as the
+// process takes and gives up shards of them. Events of its informer
+// enqueue requests; WaitForSync returns once it holds what it should.
+type Primary interface {
+	Key() fxstore.Key
+	Informer() cache.SharedIndexInformer
+	WaitForSync(ctx context.Context) error
+}
+
 // New returns a controller named name that reconciles the objects of primary
 // with r. Each change to a primary object enqueues a request for it; Watches
-// adds secondary stores whose changes enqueue primary objects too.
+// adds secondary stores whose changes enqueue primary objects too. A
+// controller of a sharded store (fxshard.For) reconciles only the objects
+// of the buckets the replica holds, and runs on every replica unless
+// WithLeaderElection(true) says otherwise.
 //
 // The name identifies the controller in logs, metrics and events (as their
 // reporting controller); it must be unique in the app and a Kubernetes
@@ -69,27 +82,9 @@ var (
 // controller-runtime's controller, so its workqueue, rate limiting,
 // concurrency, panic recovery and metrics (controller_runtime_reconcile_*)
 // apply.
-func New[T client.Object](name string, primary *fxstore.Store[T], r reconcile.Reconciler, opts ...Option) (*Controller, error) {
-	if primary == nil {
-		// A nil *Store in the interface would not compare equal to nil.
-		return NewFor(name, nil, r, opts...)
-	}
-	return NewFor(name, primary, r, opts...)
-}
-
-// Primary is what a controller reconciles the objects of: an
-// *fxstore.Store, or a store whose objects change as the process takes and
-// gives up shards of them (fxshard.Store). Events of its informer enqueue
-// requests; WaitForSync returns once it holds what it should.
-type Primary interface {
-	Key() fxstore.Key
-	Informer() cache.SharedIndexInformer
-	WaitForSync(ctx context.Context) error
-}
-
-// NewFor is New for any Primary; New is NewFor for a store.
-func NewFor(name string, primary Primary, r reconcile.Reconciler, opts ...Option) (*Controller, error) {
-	o := options{leaderElection: true}
+func New(name string, primary Primary, r reconcile.Reconciler, opts ...Option) (*Controller, error) {
+	gated, isGated := primary.(internalprimary.Gated)
+	o := options{leaderElection: !isGated}
 	for _, opt := range opts {
 		if opt != nil {
 			opt.apply(&o)
@@ -101,8 +96,8 @@ func NewFor(name string, primary Primary, r reconcile.Reconciler, opts ...Option
 	} else if msgs := validation.IsQualifiedName(name); len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("invalid name: %s", strings.Join(msgs, "; ")))
 	}
-	if primary == nil {
-		errs = append(errs, errors.New("primary store is nil; pass the store fxstore.For returned (check its error)"))
+	if isNil(primary) {
+		errs = append(errs, errors.New("primary store is nil; pass the store fxstore.For or fxshard.For returned (check its error)"))
 	}
 	if isNil(r) {
 		errs = append(errs, errors.New("reconciler is nil"))
@@ -110,10 +105,13 @@ func NewFor(name string, primary Primary, r reconcile.Reconciler, opts ...Option
 	if err := errors.Join(append(errs, o.errs...)...); err != nil {
 		return nil, fmt.Errorf("controller %q: %w", name, err)
 	}
+	if isGated {
+		r = gated.Gate(r)
+	}
 
 	c := &Controller{
 		name:        name,
-		declaredBy:  caller.Outside("github.com/fxkube/fxkube/fxcontroller", "github.com/fxkube/fxkube/fxshard"),
+		declaredBy:  caller.Outside("github.com/fxkube/fxkube/fxcontroller"),
 		primary:     primary.Key(),
 		sources:     append([]*storeSource{newStoreSource(primary, &handler.EnqueueRequestForObject{}, o.predicates)}, o.watches...),
 		writes:      o.writes,

@@ -17,14 +17,15 @@
 //
 // Module gives an app its *Shards: the replica's Coordinator and what it
 // hands buckets to. A module asks for a sharded store with For, by a spec
-// and a shard key, and builds its controller with NewController:
+// and a shard key, and builds its controller with fxcontroller.New, as for
+// any store:
 //
 //	func newController(shards *fxshard.Shards, c client.Client) (*fxcontroller.Controller, error) {
 //		configMaps, err := fxshard.For[*corev1.ConfigMap](shards, fxstore.Spec{LabelSelector: "app=x"}, fxstore.ShardByUID)
 //		if err != nil {
 //			return nil, err
 //		}
-//		return fxshard.NewController("x", configMaps, &reconciler{configMaps: configMaps, client: c})
+//		return fxcontroller.New("x", configMaps, &reconciler{configMaps: configMaps, client: c})
 //	}
 //
 // A sharded store is one fxstore store per bucket held (fxstore.Spec.Shard:

@@ -13,10 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/sharding"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxstore"
 )
 
@@ -240,32 +238,6 @@ func (s *Shards) Releasing(ctx context.Context, bucket int) {
 			s.log.Error("bucket given up, but its store did not stop cleanly", zap.Int("bucket", bucket), zap.Error(err))
 		}
 	}
-}
-
-// NewController is fxcontroller.New for a sharded primary store: the
-// controller runs on every replica, each reconciling the keys of the
-// buckets it holds. A request for a key in no bucket held (enqueued by a
-// secondary store's change, say) is dropped; one for a bucket whose store
-// has not synced yet is requeued. When the replica gives a bucket up, no
-// reconcile of its keys starts any more and those running finish before
-// another replica may take it (see Handler.Releasing). Leader election is
-// off unless an option turns it on.
-func NewController[T client.Object](name string, primary *Store[T], r reconcile.Reconciler, opts ...fxcontroller.Option) (*fxcontroller.Controller, error) {
-	if primary == nil {
-		return nil, fmt.Errorf("controller %q: primary store is nil; pass the store fxshard.For returned (check its error)", name)
-	}
-	g := &gate{shards: primary.shards, r: r, bucketOf: primary.bucketOfRequest, synced: primary.synced, inflight: map[int]*bucketWork{}}
-	c, err := fxcontroller.NewFor(name, primary, g, append([]fxcontroller.Option{fxcontroller.WithLeaderElection(false)}, opts...)...)
-	if err != nil {
-		return nil, err
-	}
-	primary.shards.mu.Lock()
-	defer primary.shards.mu.Unlock()
-	for _, b := range primary.shards.coordinator.Owned() {
-		g.open(b)
-	}
-	primary.shards.gates = append(primary.shards.gates, g)
-	return c, nil
 }
 
 // requeueUnsynced is how soon a request for a bucket whose store has not

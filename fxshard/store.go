@@ -19,6 +19,7 @@ import (
 
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/internal/informers"
+	"github.com/fxkube/fxkube/internal/primary"
 )
 
 // Store is this replica's share of the objects a spec selects: one fxstore
@@ -45,7 +46,14 @@ type Store[T client.Object] struct {
 	// bucket acquired as Adds, and nothing of a bucket given up (its
 	// objects are another replica's now, not gone).
 	informer *informers.Union[int]
+	// reconcileGate makes a controller of the store reconcile the keys of
+	// the buckets held (see gate).
+	reconcileGate
 }
+
+// reconcileGate is primary.Gate, embedded under a name that keeps its
+// method out of Store's API.
+type reconcileGate = primary.Gate
 
 // For returns the store of the objects spec selects that fall in the
 // buckets this replica holds, by shardKey (fxstore.ShardByUID or
@@ -66,11 +74,14 @@ func For[T client.Object](s *Shards, spec fxstore.Spec, shardKey string, opts ..
 	st := &Store[T]{shards: s, spec: spec, key: key, shardKey: shardKey, opts: opts}
 	st.stores.Store(&map[int]*fxstore.Store[T]{})
 	st.informer = informers.NewUnion[int]("sharded store " + key.String())
+	st.reconcileGate.Func = st.gate
 	if err := s.add(st); err != nil {
 		return nil, err
 	}
 	return st, nil
 }
+
+var _ fxstore.Reader[client.Object] = (*Store[client.Object])(nil)
 
 // oneNamespace reports whether key selects the objects of one namespace:
 // by its namespace, or a field selector metadata.namespace=.
@@ -222,6 +233,20 @@ func (s *Store[T]) List(opts ...client.ListOption) ([]T, error) {
 	return out, nil
 }
 
+// ByIndex returns the objects of the buckets held found under value in the
+// named index, as fxstore.Store.ByIndex does.
+func (s *Store[T]) ByIndex(index, value string) ([]T, error) {
+	var out []T
+	for _, st := range *s.stores.Load() {
+		objs, err := st.ByIndex(index, value)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, objs...)
+	}
+	return out, nil
+}
+
 // Count returns how many objects the buckets held hold.
 func (s *Store[T]) Count() (int, error) {
 	n := 0
@@ -233,6 +258,24 @@ func (s *Store[T]) Count() (int, error) {
 		n += c
 	}
 	return n, nil
+}
+
+// gate puts r behind the store's gate, for the controller fxcontroller.New
+// makes of the store: each replica reconciles the keys of the buckets it
+// holds. A request for a key in no bucket held (enqueued by a secondary
+// store's change, say) is dropped; one for a bucket whose store has not
+// synced yet is requeued. When the replica gives a bucket up, no reconcile
+// of its keys starts any more, and those running finish before another
+// replica may take it (see Handler.Releasing).
+func (s *Store[T]) gate(r reconcile.Reconciler) reconcile.Reconciler {
+	g := &gate{shards: s.shards, r: r, bucketOf: s.bucketOfRequest, synced: s.synced, inflight: map[int]*bucketWork{}}
+	s.shards.mu.Lock()
+	defer s.shards.mu.Unlock()
+	for _, b := range s.shards.coordinator.Owned() {
+		g.open(b)
+	}
+	s.shards.gates = append(s.shards.gates, g)
+	return g
 }
 
 // bucketOfRequest returns the bucket of req's object: for a namespace

@@ -3,6 +3,8 @@ package fxshard_test
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/sharding"
 	"k8s.io/apimachinery/pkg/util/uuid"
@@ -19,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxshard"
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/fxstore/fxstoretest"
@@ -55,9 +59,10 @@ func TestForRefuses(t *testing.T) {
 	}
 	assert.Empty(t, shards.Info().Stores)
 	assert.Empty(t, reg.Stores())
-	_, err = fxshard.NewController[*corev1.ConfigMap]("x", nil, nil)
+	var nilStore *fxshard.Store[*corev1.ConfigMap]
+	_, err = fxcontroller.New("x", nilStore, nil)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "primary store is nil; pass the store fxshard.For returned")
+	assert.Contains(t, err.Error(), "primary store is nil; pass the store fxstore.For or fxshard.For returned")
 }
 
 // Run asks whether the API server applies shard selectors before it takes
@@ -86,9 +91,15 @@ func TestShardsRunWhereShardSelectorsAreIgnored(t *testing.T) {
 	shards, err := fxshard.NewShards(reg, kube, fxshard.Config{Namespace: ns.Name, Name: "app", Identity: "only",
 		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond})
 	require.NoError(t, err)
-	store, err := fxshard.For[*corev1.ConfigMap](shards, fxstore.Spec{}, fxstore.ShardByUID)
+	byParity := fxstore.WithIndex("parity", func(cm *corev1.ConfigMap) []string {
+		if n, _ := strconv.Atoi(strings.TrimPrefix(cm.Name, "cm-")); n%2 == 1 {
+			return []string{"odd"}
+		}
+		return []string{"even"}
+	})
+	store, err := fxshard.For[*corev1.ConfigMap](shards, fxstore.Spec{}, fxstore.ShardByUID, byParity)
 	require.NoError(t, err)
-	_, err = fxstore.For[*corev1.ConfigMap](reg, fxstore.Spec{}, fxstore.WithConsumer("a module"))
+	whole, err := fxstore.For[*corev1.ConfigMap](reg, fxstore.Spec{}, fxstore.WithConsumer("a module"), byParity)
 	require.NoError(t, err)
 	// What a handler hears is readable then: a controller reads the
 	// object to tell its bucket.
@@ -130,6 +141,24 @@ func TestShardsRunWhereShardSelectorsAreIgnored(t *testing.T) {
 		got, err := store.Get(o.GetNamespace(), o.GetName())
 		require.NoError(t, err)
 		assert.Equal(t, o.GetUID(), got.UID)
+	}
+	// A reconciler written against fxstore.Reader reads the sharded
+	// store, holding every bucket here, as the store of the whole spec.
+	for _, r := range []fxstore.Reader[*corev1.ConfigMap]{whole, store} {
+		n, err := r.Count()
+		require.NoError(t, err)
+		assert.Equal(t, len(objs), n, "%T", r)
+		all, err := r.List(client.InNamespace("a"))
+		require.NoError(t, err)
+		assert.Len(t, all, len(objs), "%T", r)
+		odd, err := r.ByIndex("parity", "odd")
+		require.NoError(t, err)
+		assert.Len(t, odd, len(objs)/2, "%T", r)
+		got, err := r.Get("a", "cm-7")
+		require.NoError(t, err)
+		assert.Equal(t, objs[7].GetUID(), got.UID, "%T", r)
+		_, err = r.Get("a", "missing")
+		assert.True(t, apierrors.IsNotFound(err), "%T: %v", r, err)
 	}
 	assert.Equal(t, int64(len(objs)), added.Load(), "no object heard twice")
 }

@@ -12,6 +12,28 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
+// Reader reads the objects of a store. Every store satisfies it, whatever
+// backs it: an informer of its own, a broader store (a view), or the
+// buckets a replica holds (fxshard.Store). A reconciler that takes a
+// Reader moves from an unsharded store to a sharded one without a change.
+//
+// Objects read are shared and read-only: DeepCopy before changing one.
+type Reader[T client.Object] interface {
+	// Get returns the object with the given namespace and name; a missing
+	// one is a NotFound error (apierrors.IsNotFound).
+	Get(namespace, name string) (T, error)
+	// List returns the objects matching client.InNamespace and label
+	// selectors.
+	List(opts ...client.ListOption) ([]T, error)
+	// ByIndex returns the objects under value in an index declared with
+	// WithIndex or WithFieldIndex.
+	ByIndex(index, value string) ([]T, error)
+	// Count returns how many objects the store holds.
+	Count() (int, error)
+}
+
+var _ Reader[client.Object] = (*Store[client.Object])(nil)
+
 // Store is a read-only, shared view of the objects matching one Key, kept up
 // to date by one informer. Every consumer of the same key shares it. A
 // store whose objects are a subset of a broader store's is served from

@@ -48,7 +48,7 @@ func newController(p params) (*fxcontroller.Controller, error) {
 		return nil, err
 	}
 	r := &reconciler{configMaps: configMaps, client: p.Client, shards: p.Shards}
-	return fxshard.NewController(Controller, configMaps, r,
+	return fxcontroller.New(Controller, configMaps, r,
 		fxcontroller.Writes(corev1.Resource("configmaps"), "patch"))
 }
 

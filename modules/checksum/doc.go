@@ -8,7 +8,7 @@
 // ("fxkube.io/checksum-by"). Pods that mount ConfigMaps often roll on such
 // a checksum.
 //
-// The controller is sharded by uid (fxshard.For, fxshard.NewController):
+// The controller is sharded by uid (fxshard.For, then fxcontroller.New):
 // every replica of the app runs it, each for the ConfigMaps of the buckets
 // it holds, and holds only those in memory; its Leases are the app's
 // --shard-namespace and name. Each write is logged ("checksum written",

@@ -95,7 +95,7 @@ func startShardReplica(t *testing.T, cfg *rest.Config, ns, name string, rec *rec
 	require.NoError(t, err)
 	store, err := fxshard.For[*corev1.ConfigMap](shards, fxstore.Spec{Namespace: ns, LabelSelector: "app=sharded"}, fxstore.ShardByUID)
 	require.NoError(t, err)
-	ctrl, err := fxshard.NewController("sharded", store, reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	ctrl, err := fxcontroller.New("sharded", store, reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 		cm, err := store.Get(req.Namespace, req.Name)
 		if err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)
