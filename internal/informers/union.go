@@ -62,8 +62,17 @@ func (u *Union[K]) Add(k K, inf cache.SharedIndexInformer) error {
 	if _, ok := u.members[k]; ok {
 		return fmt.Errorf("%s: member %v added twice", u.name, k)
 	}
-	if len(u.indexers) > 0 {
-		if err := inf.AddIndexers(u.indexers); err != nil {
+	// A member added again, or made with the index, has it already:
+	// client-go refuses an index name twice.
+	missing := cache.Indexers{}
+	has := inf.GetIndexer().GetIndexers()
+	for name, fn := range u.indexers {
+		if _, ok := has[name]; !ok {
+			missing[name] = fn
+		}
+	}
+	if len(missing) > 0 {
+		if err := inf.AddIndexers(missing); err != nil {
 			return fmt.Errorf("%s: member %v: %w", u.name, k, err)
 		}
 	}
