@@ -25,7 +25,11 @@ import (
 	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxshard"
 	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/internal/storehooks"
 )
+
+// storeHooks are what fxstore's registry does for app and not for users.
+var storeHooks = storehooks.Get[*fxstore.Registry, fxstore.Key, fxstore.Spec]()
 
 // Graph is what the app's modules declared: its stores and controllers. The
 // describe command prints it; `describe --output json` prints it as JSON.
@@ -251,7 +255,7 @@ func (a *app) liveSharding(ctx context.Context, info fxshard.Info, scheme *k8sru
 func countByBucket(ctx context.Context, c client.WithWatch, st fxshard.StoreInfo, buckets fxshard.Buckets, objects []int) error {
 	key := st.Key
 	key.Projection, key.Shard = fxstore.Metadata, ""
-	lw, err := fxstore.NewListerWatcher(c, key)
+	lw, err := storeHooks.NewListerWatcher(c, key)
 	if err != nil {
 		return fmt.Errorf("sharded store %s: %w", st.Key, err)
 	}
@@ -274,7 +278,7 @@ func countByBucket(ctx context.Context, c client.WithWatch, st fxshard.StoreInfo
 // operators: as declared when the app is built, or as it runs, with the
 // stores started late since.
 func NewGraph(reg *fxstore.Registry, ctrls fxcontroller.Controllers, hosted fxcontroller.HostedOperators) Graph {
-	g := Graph{Requests: reg.Requests()}
+	var g Graph
 	byKey := map[fxstore.Key][]string{}
 	uses := func(k fxstore.Key, controller string) {
 		if !slices.Contains(byKey[k], controller) {
@@ -295,6 +299,7 @@ func NewGraph(reg *fxstore.Registry, ctrls fxcontroller.Controllers, hosted fxco
 		g.Controllers = append(g.Controllers, gc)
 	}
 	for _, s := range reg.Stores() {
+		g.Requests += len(s.Consumers) // one per request
 		k := s.Key
 		viewOf := ""
 		if s.ViewOf != nil {

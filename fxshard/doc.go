@@ -33,10 +33,9 @@
 // bucket is acquired and dropped when it is given up: one store per
 // bucket, rather than one of all the buckets held, so that a bucket moves
 // without the replica listing its other buckets again. Where the API
-// server does not apply shard selectors (Shards.Run asks it first, with
-// fxstore.Registry.CheckShardSelectors), each bucket's store is a view of
-// one store of the whole spec instead: every object received once and
-// held, rather than received once per bucket. Its reads and its
+// server does not apply shard selectors (Shards.Run asks it first), each
+// bucket's store is a view of one store of the whole spec instead: every
+// object received once and held, rather than received once per bucket. Its reads and its
 // informer are the union of the buckets' stores. A sharded controller runs
 // on every replica; it drops requests for keys of buckets it does not
 // hold, requeues those of a bucket whose store has not synced, and, when

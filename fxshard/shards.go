@@ -119,9 +119,8 @@ func (s *Shards) Coordinator() *Coordinator { return s.coordinator }
 // back; see Coordinator.Run. Before it takes a bucket, it asks whether the
 // API server applies shard selectors to each sharded store's kind: where
 // it does not, each bucket's store is a view of one store of the whole
-// spec, which receives every object once (see
-// fxstore.Registry.CheckShardSelectors), rather than each bucket's store
-// receiving every object. The registry must have started.
+// spec, which receives every object once (see checkShardSelectors), rather
+// than each bucket's store receiving every object. The registry must have started.
 func (s *Shards) Run(ctx context.Context) error {
 	s.mu.Lock()
 	s.runCtx = ctx
@@ -139,7 +138,7 @@ const shardCheckTimeout = 10 * time.Second
 
 // checkShardSelectors asks, once per kind, whether the API server applies
 // shard selectors to the objects of key's kind, for the buckets' stores
-// asked for afterwards (fxstore.Registry.CheckShardSelectors). Without an
+// asked for afterwards. Without an
 // answer, each bucket's store drops what arrives outside its bucket.
 func (s *Shards) checkShardSelectors(ctx context.Context, key fxstore.Key) {
 	gk := key.Kind.GroupKind()
@@ -151,7 +150,7 @@ func (s *Shards) checkShardSelectors(ctx context.Context, key fxstore.Key) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, shardCheckTimeout)
 	defer cancel()
-	if _, err := s.registry.CheckShardSelectors(ctx, key); err != nil {
+	if _, err := storeHooks.CheckShardSelectors(ctx, s.registry, key); err != nil {
 		s.log.Warn("cannot tell whether the API server applies shard selectors; each bucket's store drops what arrives outside its bucket",
 			zap.Stringer("store", key), zap.Error(err))
 		return

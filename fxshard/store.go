@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -20,7 +21,11 @@ import (
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/internal/informers"
 	"github.com/fxkube/fxkube/internal/primary"
+	"github.com/fxkube/fxkube/internal/storehooks"
 )
+
+// storeHooks are what fxstore's registry does for fxshard and not for users.
+var storeHooks = storehooks.Get[*fxstore.Registry, fxstore.Key, fxstore.Spec]()
 
 // Store is this replica's share of the objects a spec selects: one fxstore
 // store per bucket the replica holds, each of which lists and watches only
@@ -60,7 +65,7 @@ type reconcileGate = primary.Gate
 // fxstore.ShardByNamespace). It registers nothing until a bucket is
 // acquired. spec must not have a Shard of its own.
 func For[T client.Object](s *Shards, spec fxstore.Spec, shardKey string, opts ...fxstore.Option) (*Store[T], error) {
-	key, err := fxstore.KeyFor[T](s.registry, spec)
+	key, err := storeHooks.KeyFor(s.registry, reflect.TypeFor[T](), spec)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("sharded store %s: %w", key, err)
@@ -131,7 +136,7 @@ func (s *Store[T]) acquire(bucket int, shard sharding.Selector) error {
 	s.stores.Store(&next)
 	if err := s.informer.Add(bucket, st.Informer()); err != nil {
 		s.stores.Store(&prev)
-		return errors.Join(fmt.Errorf("sharded store %s: bucket %d: %w", s.key, bucket, err), s.shards.registry.Drop(st.Key()))
+		return errors.Join(fmt.Errorf("sharded store %s: bucket %d: %w", s.key, bucket, err), storeHooks.Drop(s.shards.registry, st.Key()))
 	}
 	return nil
 }
@@ -148,7 +153,7 @@ func (s *Store[T]) release(bucket int) error {
 	next := maps.Clone(*s.stores.Load())
 	delete(next, bucket)
 	s.stores.Store(&next)
-	return errors.Join(s.informer.Remove(bucket), s.shards.registry.Drop(st.Key()))
+	return errors.Join(s.informer.Remove(bucket), storeHooks.Drop(s.shards.registry, st.Key()))
 }
 
 // Informer returns the store's informer: handlers added to it get the

@@ -127,14 +127,14 @@ func (c *ClusterSource) Bind(ctx context.Context, key Key) (Binding, error) {
 	if err := c.checkAccess(ctx, gr, key.Namespace, key.Kind.GroupKind()); err != nil {
 		return Binding{}, unreachable(err)
 	}
-	lw, err := NewListerWatcher(c.client, key)
+	lw, err := newListerWatcher(c.client, key)
 	if err != nil {
 		return Binding{}, err
 	}
 	return Binding{ListerWatcher: lw, Resource: gr}, nil
 }
 
-// AppliesShardSelectors implements ShardSelectorChecker: it lists one
+// AppliesShardSelectors implements shardSelectorChecker: it lists one
 // object with key's shard selector and reports whether the API server says
 // it applied it (the list's metadata.shardInfo). The list is unstructured,
 // whatever the key's projection: kube-apiserver v1.37 leaves shardInfo out

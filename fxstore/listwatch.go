@@ -14,10 +14,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// NewListerWatcher returns a ListerWatcher of the objects key selects,
+// newListerWatcher returns a ListerWatcher of the objects key selects,
 // listed and watched through c in the key's projection.
-func NewListerWatcher(c client.WithWatch, key Key) (cache.ListerWatcher, error) {
-	newList, err := ListFactory(c.Scheme(), key)
+func newListerWatcher(c client.WithWatch, key Key) (cache.ListerWatcher, error) {
+	newList, err := listFactory(c.Scheme(), key)
 	if err != nil {
 		return nil, err
 	}
@@ -45,9 +45,9 @@ func NewListerWatcher(c client.WithWatch, key Key) (cache.ListerWatcher, error) 
 	}, nil
 }
 
-// ListFactory returns a function making empty lists of the key's objects in
+// listFactory returns a function making empty lists of the key's objects in
 // its projection.
-func ListFactory(scheme *k8sruntime.Scheme, key Key) (func() client.ObjectList, error) {
+func listFactory(scheme *k8sruntime.Scheme, key Key) (func() client.ObjectList, error) {
 	listKind := key.Kind.GroupVersion().WithKind(key.Kind.Kind + "List")
 	switch key.Projection {
 	case Unstructured:

@@ -46,7 +46,7 @@ type Registry struct {
 	src    Source
 	runCtx context.Context
 	// shardsIgnored holds the kinds whose shard selectors the API server
-	// does not apply, as CheckShardSelectors found.
+	// does not apply, as checkShardSelectors found.
 	shardsIgnored map[schema.GroupKind]bool
 	// delays are what WaitForSync waits for besides stores, by name.
 	delays  map[int]string
@@ -258,13 +258,6 @@ func ForObject(r *Registry, example client.Object, spec Spec, opts ...Option) (*
 	return &Store[client.Object]{e: e}, nil
 }
 
-// KeyFor returns the key of the store For[T] would return for spec, or why
-// it cannot, without asking for the store.
-func KeyFor[T client.Object](r *Registry, spec Spec) (Key, error) {
-	key, _, err := r.keyFor(reflect.TypeFor[T](), spec)
-	return key, err
-}
-
 func (r *Registry) register(typ reflect.Type, spec Spec, req request) (*entry, error) {
 	key, example, err := r.keyFor(typ, spec)
 	if err != nil {
@@ -305,7 +298,7 @@ func (r *Registry) register(typ reflect.Type, spec Spec, req request) (*entry, e
 // addLocked adds a new store to the registry and, after Start, starts it:
 // as a view of a running store that covers it, or with an informer of its
 // own. A sharded store whose kind's shard selectors the API server ignores
-// (CheckShardSelectors) is a view of the store of its whole spec. The registry's
+// (checkShardSelectors) is a view of the store of its whole spec. The registry's
 // lock is held.
 func (r *Registry) addLocked(e *entry) {
 	r.entries[e.key] = e
@@ -432,7 +425,7 @@ func (r *Registry) startLate(e *entry) {
 	})
 }
 
-// CheckShardSelectors asks the source whether the API server applies shard
+// checkShardSelectors asks the source whether the API server applies shard
 // selectors (KEP-5866) to the objects of key's kind, and records the answer
 // for the sharded stores of the kind requested afterwards: when it does,
 // each lists and watches its shard; when it does not (kube-apiserver's
@@ -444,14 +437,14 @@ func (r *Registry) startLate(e *entry) {
 // of each sharded store before it takes buckets for it. Without an answer (an
 // error, or a source that cannot tell) nothing is recorded: sharded stores
 // then drop on the client what arrives outside their shard.
-func (r *Registry) CheckShardSelectors(ctx context.Context, key Key) (applied bool, err error) {
+func (r *Registry) checkShardSelectors(ctx context.Context, key Key) (applied bool, err error) {
 	r.mu.Lock()
 	src := r.src
 	r.mu.Unlock()
 	if src == nil {
 		return false, fmt.Errorf("store %s: check shard selectors after the registry has started", key)
 	}
-	checker, ok := src.(ShardSelectorChecker)
+	checker, ok := src.(shardSelectorChecker)
 	if !ok {
 		return false, fmt.Errorf("store %s: the source %T cannot tell whether the API server applies shard selectors", key, src)
 	}
@@ -472,12 +465,12 @@ func (r *Registry) CheckShardSelectors(ctx context.Context, key Key) (applied bo
 	return applied, nil
 }
 
-// Drop stops a sharded store and forgets it once each request for it has
+// drop stops a sharded store and forgets it once each request for it has
 // been dropped: for a shard whose objects this process no longer handles.
 // Its Store values read as not synced afterwards; asking for the same spec
 // again makes a new store. Only sharded stores can be dropped: every other
 // store is shared for the life of the app.
-func (r *Registry) Drop(key Key) error {
+func (r *Registry) drop(key Key) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.entries[key]
@@ -618,13 +611,6 @@ func (r *Registry) Stores() []StoreInfo {
 	return infos
 }
 
-// Requests returns how many store requests the registry has served.
-func (r *Registry) Requests() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.requests
-}
-
 // Start connects every store to src and starts them all at once. It first
 // binds each store through src, which resolves its kind and checks access;
 // if any store cannot be bound, Start starts nothing and returns an error
@@ -759,11 +745,11 @@ func (r *Registry) Stop() {
 	r.wg.Wait()
 }
 
-// Delay makes WaitForSync wait, besides every store, until release is
+// delay makes WaitForSync wait, besides every store, until release is
 // called; name says in WaitForSync's errors what it waits for. The app's
 // lifecycle delays the initial sync while controllers warm up, as some ask
 // for their stores only then. Calling release again does nothing.
-func (r *Registry) Delay(name string) (release func()) {
+func (r *Registry) delay(name string) (release func()) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.delays == nil {
@@ -780,7 +766,7 @@ func (r *Registry) Delay(name string) (release func()) {
 	})
 }
 
-// WaitForSync blocks until every store has synced and every Delay has been
+// WaitForSync blocks until every store has synced and every delay has been
 // released. It returns early with an error when a store cannot be started or
 // meets a list/watch error that retrying cannot fix (such as forbidden or
 // not found), and when ctx ends first; the error lists every store not

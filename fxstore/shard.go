@@ -17,15 +17,15 @@ const (
 // shardEnd is the exclusive end of the hash space, 2^64.
 const shardEnd = "0x10000000000000000"
 
-// probeShard is the shard selector CheckShardSelectors asks with when it
+// probeShard is the shard selector checkShardSelectors asks with when it
 // is given none: the lower half of the uids.
 const probeShard = "shardRange(" + ShardByUID + ", '0x0000000000000000', '0x8000000000000000')"
 
-// CanonicalShardSelector checks a shard selector and returns its wire form,
+// canonicalShardSelector checks a shard selector and returns its wire form,
 // the ListOptions.shardSelector the API server takes ("" for none): every
 // range on one key, ShardByUID or ShardByNamespace, with bounds of "0x" and
 // 16 lowercase hex digits (the end may be 2^64) and start below end.
-func CanonicalShardSelector(sel sharding.Selector) (string, error) {
+func canonicalShardSelector(sel sharding.Selector) (string, error) {
 	if sel == nil || sel.Empty() {
 		return "", nil
 	}
@@ -61,7 +61,7 @@ func shardBound(s string) bool {
 	return true
 }
 
-// parseShardSelector reads back the wire form CanonicalShardSelector
+// parseShardSelector reads back the wire form canonicalShardSelector
 // returns (the form sharding.Selector.String writes; apimachinery has no
 // parser, and the API server's takes a CEL environment), for the client-side
 // filter.
@@ -83,7 +83,7 @@ func parseShardSelector(s string) (sharding.Selector, error) {
 		reqs = append(reqs, sharding.ShardRangeRequirement{Key: args[0], Start: strings.Trim(args[1], "'"), End: strings.Trim(args[2], "'")})
 	}
 	sel := sharding.NewSelector(reqs...)
-	if _, err := CanonicalShardSelector(sel); err != nil {
+	if _, err := canonicalShardSelector(sel); err != nil {
 		return nil, err
 	}
 	return sel, nil

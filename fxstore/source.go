@@ -24,10 +24,10 @@ type Binding struct {
 	Resource schema.GroupResource
 }
 
-// ShardSelectorChecker is a Source that can tell whether the API server
+// shardSelectorChecker is a Source that can tell whether the API server
 // applies shard selectors to the objects of a kind, for
-// Registry.CheckShardSelectors. ClusterSource is one.
-type ShardSelectorChecker interface {
+// Registry.checkShardSelectors. ClusterSource is one.
+type shardSelectorChecker interface {
 	// AppliesShardSelectors reports whether the API server applies the
 	// shard selector of key (a sharded key) to key's objects.
 	AppliesShardSelectors(ctx context.Context, key Key) (bool, error)

@@ -182,7 +182,7 @@ func (s Spec) key(gvk schema.GroupVersionKind, p Projection, c *canonicalSelecto
 		k.FieldSelector = s.FieldSelector
 		errs = append(errs, err)
 	}
-	if k.Shard, err = CanonicalShardSelector(s.Shard); err != nil {
+	if k.Shard, err = canonicalShardSelector(s.Shard); err != nil {
 		errs = append(errs, err)
 	}
 	if s.Transform.Name == "" && s.Transform.Func != nil {
@@ -198,8 +198,8 @@ func (s Spec) transform() Transform {
 	return s.Transform
 }
 
-// canonicalSelectors memoises CanonicalLabelSelector and
-// CanonicalFieldSelector by the selector as written: an app's modules ask
+// canonicalSelectors memoises canonicalLabelSelector and
+// canonicalFieldSelector by the selector as written: an app's modules ask
 // for a few specs many times over, and parsing a label selector checks
 // every key and value with regular expressions. Errors are kept as well, so
 // a bad selector fails alike each time. It holds one entry per distinct
@@ -215,11 +215,11 @@ type canonicalForm struct {
 }
 
 func (c *canonicalSelectors) labels(s string) (string, error) {
-	return canonicalOnce(&c.byLabels, s, CanonicalLabelSelector)
+	return canonicalOnce(&c.byLabels, s, canonicalLabelSelector)
 }
 
 func (c *canonicalSelectors) fields(s string) (string, error) {
-	return canonicalOnce(&c.byFields, s, CanonicalFieldSelector)
+	return canonicalOnce(&c.byFields, s, canonicalFieldSelector)
 }
 
 func canonicalOnce(memo *sync.Map, s string, canonical func(string) (string, error)) (string, error) {
@@ -232,11 +232,11 @@ func canonicalOnce(memo *sync.Map, s string, canonical func(string) (string, err
 	return selector, err
 }
 
-// CanonicalLabelSelector parses a label selector and returns its canonical
+// canonicalLabelSelector parses a label selector and returns its canonical
 // form: requirements sorted and deduplicated, "==" written "=", and one-value
 // "in"/"notin" written "="/"!=". Equivalent selectors have equal canonical
 // forms, and canonicalising a canonical form changes nothing.
-func CanonicalLabelSelector(s string) (string, error) {
+func canonicalLabelSelector(s string) (string, error) {
 	if err := checkControlChars(s); err != nil {
 		return "", fmt.Errorf("invalid label selector %q: %w", s, err)
 	}
@@ -264,9 +264,9 @@ func CanonicalLabelSelector(s string) (string, error) {
 	return strings.Join(slices.Compact(terms), ","), nil
 }
 
-// CanonicalFieldSelector parses a field selector and returns its canonical
+// canonicalFieldSelector parses a field selector and returns its canonical
 // form: terms sorted and deduplicated and "==" written "=".
-func CanonicalFieldSelector(s string) (string, error) {
+func canonicalFieldSelector(s string) (string, error) {
 	if err := checkControlChars(s); err != nil {
 		return "", fmt.Errorf("invalid field selector %q: %w", s, err)
 	}

@@ -13,19 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Covers reports whether a store of broad holds every object a store of
-// narrow would, and so can serve narrow as a view: same kind and transform;
-// the same projection, or a typed broad and a metadata-only narrow with one
-// of the built-in transforms (whose result has the same metadata whichever
-// the projection; a transform of one's own may tell them apart); broad's
-// namespace is all of them or narrow's; narrow's label selector implies
-// broad's; and broad's field selector is narrow's, or a part of it whose
-// rest can be evaluated exactly on the client (metadata.name,
-// metadata.namespace). Sharded keys neither cover nor are covered.
-func Covers(broad, narrow Key) bool {
-	return covers(parseKey(broad), parseKey(narrow))
-}
-
 // parsedKey is a key with its selectors parsed, for comparing it with
 // others many times over, as planning views compares every pair of stores.
 type parsedKey struct {
@@ -49,7 +36,15 @@ func parseKey(k Key) *parsedKey {
 	return p
 }
 
-// covers is Covers of parsed keys.
+// covers reports whether a store of broad holds every object a store of
+// narrow would, and so can serve narrow as a view: same kind and transform;
+// the same projection, or a typed broad and a metadata-only narrow with one
+// of the built-in transforms (whose result has the same metadata whichever
+// the projection; a transform of one's own may tell them apart); broad's
+// namespace is all of them or narrow's; narrow's label selector implies
+// broad's; and broad's field selector is narrow's, or a part of it whose
+// rest can be evaluated exactly on the client (metadata.name,
+// metadata.namespace). Sharded keys neither cover nor are covered.
 func covers(broad, narrow *parsedKey) bool {
 	if broad.Kind != narrow.Kind || broad.Transform != narrow.Transform || !projectionCovered(broad.Key, narrow.Key) {
 		return false
@@ -334,14 +329,14 @@ func (c *keyConstraint) implies(r labels.Requirement) bool {
 	return false
 }
 
-// KeyMatcher returns a function that tells whether an object belongs in the
+// matcherOf returns a function that tells whether an object belongs in the
 // store of key, evaluating on the client what the API server selects: its
 // namespace, its label selector and its field selector, which must be on
 // metadata.name and metadata.namespace only (an error says which field is
 // not), and its shard. Views of a broader store use it to filter, as
 // fxstoretest's source does to select. Matching allocates nothing, but for
 // a shard.
-func KeyMatcher(key Key) (func(client.Object) bool, error) {
+func matcherOf(key Key) (func(client.Object) bool, error) {
 	sel, err := labels.Parse(key.LabelSelector)
 	if err != nil {
 		return nil, err
@@ -422,7 +417,7 @@ type viewSelection struct {
 	fields    fields.Requirements // on metadata.name and metadata.namespace
 	labels    labels.Requirements // those broad's do not imply
 	// inShard is the view's shard, when it has one and the broader store
-	// has none (see Registry.CheckShardSelectors); else nil.
+	// has none (see Registry.checkShardSelectors); else nil.
 	inShard func(k8sruntime.Object) bool
 }
 
@@ -460,7 +455,7 @@ func viewSelectionOf(broad, narrow *parsedKey) (viewSelection, error) {
 	return sel, nil
 }
 
-// matcher returns KeyMatcher's function for the view: it evaluates only
+// matcher returns matcherOf's function for the view: it evaluates only
 // what the broader store does not select.
 func (s viewSelection) matcher() func(client.Object) bool {
 	match := keyMatcher(s.namespace, s.fields, labelMatchers(s.labels))

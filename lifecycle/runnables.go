@@ -11,7 +11,13 @@ import (
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/internal/storehooks"
 )
+
+// storeHooks are what fxstore's registry does for lifecycle and not for users.
+var storeHooks = storehooks.Get[*fxstore.Registry, fxstore.Key, fxstore.Spec]()
 
 // runnables are the app's runnables, grouped by when they start, as
 // controller-runtime's manager groups what it is given
@@ -105,7 +111,7 @@ func (e *startErrors) end() {
 func (r *runner) startCaches(errs *startErrors) {
 	for _, rn := range r.runnables.caches {
 		name := describe(rn)
-		release := r.registry.Delay(fmt.Sprintf("cache %s: syncing", name))
+		release := storeHooks.Delay(r.registry, fmt.Sprintf("cache %s: syncing", name))
 		r.cachesDone.Go(func() {
 			if cacheOf(rn).WaitForCacheSync(r.cacheCtx) {
 				release()
@@ -136,7 +142,7 @@ func (r *runner) warmUp(errs *startErrors) {
 		if !ok {
 			continue
 		}
-		release := r.registry.Delay(fmt.Sprintf("%s: warming up", describe(rn)))
+		release := storeHooks.Delay(r.registry, fmt.Sprintf("%s: warming up", describe(rn)))
 		r.warmupsDone.Add(1)
 		r.runnablesDone.Go(func() {
 			defer r.warmupsDone.Done()

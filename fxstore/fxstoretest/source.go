@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/internal/storehooks"
 	"github.com/fxkube/fxkube/lifecycle"
 )
 
@@ -37,10 +38,11 @@ type Source struct {
 	watches map[*filteredWatch]struct{}
 }
 
-var (
-	_ fxstore.Source               = (*Source)(nil)
-	_ fxstore.ShardSelectorChecker = (*Source)(nil)
-)
+var _ fxstore.Source = (*Source)(nil)
+
+// hooks are what fxstore does for the source: select and make lists as
+// the API server does.
+var hooks = storehooks.Get[*fxstore.Registry, fxstore.Key, fxstore.Spec]()
 
 // NewSource returns a Source holding objs. Types must be in scheme, except
 // for unstructured objects. The client's REST mapper knows every kind in
@@ -130,7 +132,8 @@ func (s *Source) IgnoreShardSelectors() {
 	s.ignoreShards = true
 }
 
-// AppliesShardSelectors implements fxstore.ShardSelectorChecker.
+// AppliesShardSelectors tells the registry whether the source applies shard
+// selectors, as an API server answers (see IgnoreShardSelectors).
 func (s *Source) AppliesShardSelectors(context.Context, fxstore.Key) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -161,7 +164,7 @@ func (s *Source) Bind(_ context.Context, key fxstore.Key) (fxstore.Binding, erro
 	if applied, _ := s.AppliesShardSelectors(context.Background(), key); !applied {
 		selected.Shard = ""
 	}
-	matches, err := fxstore.KeyMatcher(selected)
+	matches, err := hooks.Matcher(selected)
 	if err != nil {
 		return fxstore.Binding{}, fmt.Errorf("fxstoretest: %w", err)
 	}
@@ -172,11 +175,11 @@ func (s *Source) Bind(_ context.Context, key fxstore.Key) (fxstore.Binding, erro
 	} else {
 		native.Projection = fxstore.Typed
 	}
-	newNative, err := fxstore.ListFactory(scheme, native)
+	newNative, err := hooks.ListFactory(scheme, native)
 	if err != nil {
 		return fxstore.Binding{}, err
 	}
-	newProjected, err := fxstore.ListFactory(scheme, key)
+	newProjected, err := hooks.ListFactory(scheme, key)
 	if err != nil {
 		return fxstore.Binding{}, err
 	}

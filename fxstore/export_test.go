@@ -1,0 +1,44 @@
+package fxstore
+
+import (
+	"context"
+	"reflect"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// What the registry does for fxkube's other packages (through
+// internal/storehooks), and its selector machinery, exported for this
+// package's tests.
+var (
+	CanonicalLabelSelector = canonicalLabelSelector
+	CanonicalFieldSelector = canonicalFieldSelector
+	CanonicalShardSelector = canonicalShardSelector
+	KeyMatcher             = matcherOf
+	ListFactory            = listFactory
+	NewListerWatcher       = newListerWatcher
+)
+
+// Covers reports whether a store of broad can serve narrow as a view.
+func Covers(broad, narrow Key) bool { return covers(parseKey(broad), parseKey(narrow)) }
+
+// KeyFor returns the key of the store For[T] would return for spec.
+func KeyFor[T client.Object](r *Registry, spec Spec) (Key, error) {
+	key, _, err := r.keyFor(reflect.TypeFor[T](), spec)
+	return key, err
+}
+
+func (r *Registry) Delay(name string) (release func()) { return r.delay(name) }
+func (r *Registry) Drop(key Key) error                 { return r.drop(key) }
+func (r *Registry) CheckShardSelectors(ctx context.Context, key Key) (bool, error) {
+	return r.checkShardSelectors(ctx, key)
+}
+
+// Requests returns how many requests for stores the registry served.
+func (r *Registry) Requests() int {
+	n := 0
+	for _, s := range r.Stores() {
+		n += len(s.Consumers)
+	}
+	return n
+}

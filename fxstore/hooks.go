@@ -1,0 +1,27 @@
+package fxstore
+
+import (
+	"context"
+	"reflect"
+
+	"github.com/fxkube/fxkube/internal/storehooks"
+)
+
+// init gives fxkube's other packages what the registry does for them but
+// not for users (see internal/storehooks).
+func init() {
+	storehooks.Set(&storehooks.Hooks[*Registry, Key, Spec]{
+		Delay: (*Registry).delay,
+		Drop:  (*Registry).drop,
+		CheckShardSelectors: func(ctx context.Context, r *Registry, key Key) (bool, error) {
+			return r.checkShardSelectors(ctx, key)
+		},
+		KeyFor: func(r *Registry, typ reflect.Type, spec Spec) (Key, error) {
+			key, _, err := r.keyFor(typ, spec)
+			return key, err
+		},
+		Matcher:          matcherOf,
+		ListFactory:      listFactory,
+		NewListerWatcher: newListerWatcher,
+	})
+}

@@ -1,0 +1,55 @@
+// Package storehooks reaches what fxstore's registry does for fxkube's
+// other packages but not for users: delaying the start barrier, dropping a
+// shard's store, asking whether the API server applies shard selectors,
+// and the parts of a store's source an in-memory source reuses.
+//
+// fxstore sets the hooks as it is initialised; the packages that import
+// fxstore read them once, as they are. This is grpc-go's internal package
+// idiom, typed: R is *fxstore.Registry, K fxstore.Key and S fxstore.Spec,
+// which this package cannot name without importing fxstore.
+package storehooks
+
+import (
+	"context"
+	"reflect"
+
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Hooks are the functions fxstore gives its sibling packages.
+type Hooks[R, K, S any] struct {
+	// Delay makes r's WaitForSync wait, besides every store, until release
+	// is called; name says in its errors what it waits for. lifecycle
+	// delays the start barrier while caches sync and controllers warm up.
+	Delay func(r R, name string) (release func())
+	// Drop releases one request for the sharded store with key, and stops
+	// the store with the last: for a shard given up.
+	Drop func(r R, key K) error
+	// CheckShardSelectors asks the source whether the API server applies
+	// shard selectors to key's kind, and records the answer for the
+	// sharded stores of the kind requested afterwards.
+	CheckShardSelectors func(ctx context.Context, r R, key K) (applied bool, err error)
+	// KeyFor returns the key of the store of typ objects that spec asks
+	// for, or why there is none, without asking for it.
+	KeyFor func(r R, typ reflect.Type, spec S) (K, error)
+	// Matcher tells whether an object is one the store of key selects,
+	// evaluating on the client what the API server selects.
+	Matcher func(key K) (func(client.Object) bool, error)
+	// ListFactory returns a function making empty lists of key's kind in
+	// key's projection.
+	ListFactory func(scheme *k8sruntime.Scheme, key K) (func() client.ObjectList, error)
+	// NewListerWatcher lists and watches the objects key selects through
+	// c, in key's projection.
+	NewListerWatcher func(c client.WithWatch, key K) (cache.ListerWatcher, error)
+}
+
+var hooks any
+
+// Set records fxstore's hooks. fxstore calls it once, as it is initialised.
+func Set[R, K, S any](h *Hooks[R, K, S]) { hooks = h }
+
+// Get returns fxstore's hooks. Its type arguments must be fxstore's: any
+// other is a mistake the package's first test finds, as it panics.
+func Get[R, K, S any]() *Hooks[R, K, S] { return hooks.(*Hooks[R, K, S]) }
