@@ -13,7 +13,7 @@ import (
 // types with: client-go's built-in types plus every AddToScheme registered
 // with AddToScheme. It needs a *zap.Logger.
 var Module = fx.Module("fxstore",
-	fx.Provide(NewScheme, newRegistry),
+	fx.Provide(newScheme, newRegistry),
 )
 
 // schemeGroup is the fx value group of functions that add types to the app's
@@ -31,18 +31,20 @@ func AddToScheme(fns ...func(*k8sruntime.Scheme) error) fx.Option {
 	return fx.Options(opts...)
 }
 
-// SchemeParams are the inputs of NewScheme.
-type SchemeParams struct {
+// schemeParams are what the app's scheme is built from.
+type schemeParams struct {
 	fx.In
 
 	AddToScheme []func(*k8sruntime.Scheme) error `group:"fxkube.scheme"`
 }
 
-// NewScheme returns a scheme with client-go's built-in types and those added
-// with AddToScheme.
-func NewScheme(p SchemeParams) (*k8sruntime.Scheme, error) {
+func newScheme(p schemeParams) (*k8sruntime.Scheme, error) { return NewScheme(p.AddToScheme...) }
+
+// NewScheme returns a scheme with client-go's built-in types and the types
+// each addToScheme adds, as the app's is built from AddToScheme.
+func NewScheme(addToScheme ...func(*k8sruntime.Scheme) error) (*k8sruntime.Scheme, error) {
 	scheme := k8sruntime.NewScheme()
-	for _, add := range append([]func(*k8sruntime.Scheme) error{clientgoscheme.AddToScheme}, p.AddToScheme...) {
+	for _, add := range append([]func(*k8sruntime.Scheme) error{clientgoscheme.AddToScheme}, addToScheme...) {
 		if err := add(scheme); err != nil {
 			return nil, fmt.Errorf("build scheme: %w", err)
 		}
@@ -50,15 +52,15 @@ func NewScheme(p SchemeParams) (*k8sruntime.Scheme, error) {
 	return scheme, nil
 }
 
-// RegistryParams are the inputs of the registry Module provides.
-type RegistryParams struct {
+// registryParams are what the app's registry is built from.
+type registryParams struct {
 	fx.In
 
 	Scheme *k8sruntime.Scheme
 	Logger *zap.Logger `optional:"true"`
 }
 
-func newRegistry(p RegistryParams) *Registry {
+func newRegistry(p registryParams) *Registry {
 	var opts []RegistryOption
 	if p.Logger != nil {
 		opts = append(opts, WithLogger(p.Logger.Named("fxstore")))

@@ -478,14 +478,12 @@ func TestAddToScheme(t *testing.T) {
 		s.AddKnownTypeWithName(gv.WithKind("Widget"), &corev1.ConfigMap{})
 		return nil
 	}
-	scheme, err := fxstore.NewScheme(fxstore.SchemeParams{AddToScheme: []func(*k8sruntime.Scheme) error{add}})
+	scheme, err := fxstore.NewScheme(add)
 	require.NoError(t, err)
 	assert.True(t, scheme.Recognizes(gv.WithKind("Widget")))
 	assert.True(t, scheme.Recognizes(configMapKind), "built-in types are always there")
 
-	_, err = fxstore.NewScheme(fxstore.SchemeParams{AddToScheme: []func(*k8sruntime.Scheme) error{
-		func(*k8sruntime.Scheme) error { return errors.New("boom") },
-	}})
+	_, err = fxstore.NewScheme(func(*k8sruntime.Scheme) error { return errors.New("boom") })
 	require.ErrorContains(t, err, "build scheme: boom")
 }
 
