@@ -87,7 +87,7 @@ func New(name string, primary Primary, r reconcile.Reconciler, opts ...Option) (
 	o := options{leaderElection: !isGated}
 	for _, opt := range opts {
 		if opt != nil {
-			opt.apply(&o)
+			opt.applyToController(&o)
 		}
 	}
 	var errs []error

@@ -67,7 +67,7 @@
 //
 // SetupWithManager runs an existing operator's setup (its SetupWithManager
 // calls, field indexes, runnables and checks) unchanged, on a
-// manager.Manager façade over the app: its cache is an fxstore.Cache over
+// manager.Manager façade over the app: its cache is fxstore.NewCache's over
 // the app's registry, so its informers are the app's shared stores, and
 // what it runs runs under the app's lifecycle. See SetupWithManager.
 //

@@ -32,6 +32,7 @@ import (
 
 	"github.com/fxkube/fxkube/connection"
 	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/internal/caller"
 	"github.com/fxkube/fxkube/lifecycle"
 )
 
@@ -74,21 +75,21 @@ import (
 // Options configure the operator: WithName, WithCacheOptions,
 // WithClientOptions, Writes (for the rbac command), WithLeaderElection,
 // WithMaxConcurrentReconciles and WithLogger.
-func SetupWithManager(setup func(manager.Manager) error, opts ...Option) fx.Option {
+func SetupWithManager(setup func(manager.Manager) error, opts ...HostedOption) fx.Option {
 	if setup == nil {
 		return fx.Error(errors.New("fxcontroller.SetupWithManager: setup function is nil"))
 	}
-	o := options{leaderElection: true, hosted: true, name: funcName(setup)}
+	o := options{leaderElection: true, name: caller.Of(setup)}
 	for _, opt := range opts {
 		if opt != nil {
-			opt.apply(&o)
+			opt.applyToHosted(&o)
 		}
 	}
 	if err := errors.Join(o.errs...); err != nil {
-		return fx.Error(fmt.Errorf("fxcontroller.SetupWithManager(%s): %w", funcName(setup), err))
+		return fx.Error(fmt.Errorf("fxcontroller.SetupWithManager(%s): %w", caller.Of(setup), err))
 	}
 	return fx.Provide(fx.Annotate(
-		func(p hostParams) (hostResult, error) { return host(p, funcName(setup), setup, o) },
+		func(p hostParams) (hostResult, error) { return host(p, caller.Of(setup), setup, o) },
 	))
 }
 
@@ -330,7 +331,7 @@ func host(p hostParams, setupName string, setup func(manager.Manager) error, o o
 
 // cachedClient returns controller-runtime's client, reading from c and
 // writing through the app's connection, as a manager's GetClient does.
-func cachedClient(p hostParams, c *fxstore.Cache, opts *client.Options) (client.Client, error) {
+func cachedClient(p hostParams, c crcache.Cache, opts *client.Options) (client.Client, error) {
 	o := client.Options{}
 	if opts != nil {
 		o = *opts
@@ -364,7 +365,7 @@ type hostedManager struct {
 	name              string
 	conn              *connection.Connection
 	scheme            *k8sruntime.Scheme
-	cache             *fxstore.Cache
+	cache             crcache.Cache
 	client            client.Client
 	recorders         RecorderProvider
 	log               logr.Logger

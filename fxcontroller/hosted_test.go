@@ -118,11 +118,6 @@ func TestSetupWithManagerBadInput(t *testing.T) {
 			want: []string{`hosted operator "ops": two controllers are named "configmap"; name them apart with the builder's Named`},
 		},
 		{
-			name: "an option of New",
-			give: []fx.Option{fxcontroller.SetupWithManager(setupConfigMaps("a"), fxcontroller.WithPredicates())},
-			want: []string{"WithPredicates is an option of fxcontroller.New; a hosted operator configures its controllers with the builder"},
-		},
-		{
 			name: "a selector that selects nothing",
 			give: []fx.Option{fxcontroller.SetupWithManager(setupConfigMaps("a"), fxcontroller.WithName("ops"),
 				fxcontroller.WithCacheOptions(crcache.Options{ByObject: map[client.Object]crcache.ByObject{

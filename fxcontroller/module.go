@@ -70,7 +70,7 @@ const controllersGroup = "fxcontroller.controllers"
 // with leader election, once it leads), and stops it before the stores.
 func Provide(constructor any) fx.Option {
 	if err := checkConstructor(constructor); err != nil {
-		return fx.Error(fmt.Errorf("fxcontroller.Provide(%s): %w", funcName(constructor), err))
+		return fx.Error(fmt.Errorf("fxcontroller.Provide(%s): %w", caller.Of(constructor), err))
 	}
 	return fx.Provide(fx.Annotate(constructor, fx.ResultTags(`group:"`+controllersGroup+`"`)))
 }
@@ -100,13 +100,6 @@ func results(t reflect.Type) string {
 		out[i] = t.Out(i).String()
 	}
 	return "(" + strings.Join(out, ", ") + ")"
-}
-
-func funcName(fn any) string {
-	if v := reflect.ValueOf(fn); v.Kind() == reflect.Func && !v.IsNil() {
-		return caller.FuncName(v.Pointer())
-	}
-	return fmt.Sprintf("%T", fn)
 }
 
 // Controllers are the app's controllers, sorted by name. Collect provides

@@ -18,12 +18,37 @@ import (
 	"github.com/fxkube/fxkube/fxstore"
 )
 
+// Options are typed by the call that takes them, as controller-runtime's
+// builder options are: an option of New given to SetupWithManager does not
+// compile. Options of both return a type that is both. Each prints as the
+// call that made it, as fx's options do.
+
 // Option configures a controller made by New.
-type Option interface{ apply(*options) }
+type Option interface {
+	fmt.Stringer
+	applyToController(*options)
+}
 
-type optionFunc func(*options)
+// HostedOption configures an operator hosted by SetupWithManager.
+type HostedOption interface {
+	fmt.Stringer
+	applyToHosted(*options)
+}
 
-func (f optionFunc) apply(o *options) { f(o) }
+// option is an option printed as call. Its constructor's result type says
+// which calls take it.
+type option struct {
+	call  string
+	apply func(*options)
+}
+
+func (o option) String() string                { return o.call }
+func (o option) applyToController(to *options) { o.apply(to) }
+func (o option) applyToHosted(to *options)     { o.apply(to) }
+
+func newOption(apply func(*options), format string, args ...any) option {
+	return option{call: fmt.Sprintf(format, args...), apply: apply}
+}
 
 type options struct {
 	predicates     []predicate.Predicate
@@ -36,42 +61,22 @@ type options struct {
 	errs           []error
 
 	// For SetupWithManager only.
-	hosted        bool
 	name          string
 	cacheOptions  *crcache.Options
 	clientOptions *client.Options
 }
 
-// notHosted reports that an option of New was given to SetupWithManager.
-func (o *options) notHosted(option string) bool {
-	if o.hosted {
-		o.errs = append(o.errs, fmt.Errorf("%s is an option of fxcontroller.New; a hosted operator configures its controllers with the builder", option))
-	}
-	return o.hosted
-}
-
-// onlyHosted reports that an option of SetupWithManager was given to New.
-func (o *options) onlyHosted(option string) bool {
-	if !o.hosted {
-		o.errs = append(o.errs, fmt.Errorf("%s is an option of fxcontroller.SetupWithManager", option))
-	}
-	return !o.hosted
-}
-
 // WithName names a hosted operator (SetupWithManager), in logs and as the
 // consumer of its stores in describe and metrics. Defaults to the name of
 // its setup function.
-func WithName(name string) Option {
-	return optionFunc(func(o *options) {
-		if o.onlyHosted("WithName") {
-			return
-		}
+func WithName(name string) HostedOption {
+	return newOption(func(o *options) {
 		if name == "" {
 			o.errs = append(o.errs, errors.New("WithName: name is empty"))
 			return
 		}
 		o.name = name
-	})
+	}, "fxcontroller.WithName(%q)", name)
 }
 
 // WithCacheOptions gives a hosted operator (SetupWithManager) the cache
@@ -80,13 +85,8 @@ func WithName(name string) Option {
 // DefaultTransform, DefaultUnsafeDisableDeepCopy, ReaderFailOnMissingInformer.
 // Each kind resolves with them to a store of the app's registry (see
 // fxstore.NewCache). Defaults to every object of every kind read.
-func WithCacheOptions(opts crcache.Options) Option {
-	return optionFunc(func(o *options) {
-		if o.onlyHosted("WithCacheOptions") {
-			return
-		}
-		o.cacheOptions = &opts
-	})
+func WithCacheOptions(opts crcache.Options) HostedOption {
+	return newOption(func(o *options) { o.cacheOptions = &opts }, "fxcontroller.WithCacheOptions(cache.Options{...})")
 }
 
 // WithClientOptions gives a hosted operator (SetupWithManager) the client
@@ -94,13 +94,8 @@ func WithCacheOptions(opts crcache.Options) Option {
 // from the API server, not the cache), Cache.Unstructured, DryRun and
 // FieldOwner. Its HTTP client, scheme, mapper and cache reader are the
 // app's.
-func WithClientOptions(opts client.Options) Option {
-	return optionFunc(func(o *options) {
-		if o.onlyHosted("WithClientOptions") {
-			return
-		}
-		o.clientOptions = &opts
-	})
+func WithClientOptions(opts client.Options) HostedOption {
+	return newOption(func(o *options) { o.clientOptions = &opts }, "fxcontroller.WithClientOptions(client.Options{...})")
 }
 
 // Watches makes changes to the objects of a secondary store enqueue primary
@@ -112,10 +107,7 @@ func WithClientOptions(opts client.Options) Option {
 // The controller subscribes to the store's shared informer: it adds no watch
 // of its own to the API server.
 func Watches[T client.Object](store *fxstore.Store[T], h handler.EventHandler, predicates ...predicate.Predicate) Option {
-	return optionFunc(func(o *options) {
-		if o.notHosted("Watches") {
-			return
-		}
+	return newOption(func(o *options) {
 		switch {
 		case store == nil:
 			o.errs = append(o.errs, errors.New("Watches: store is nil; pass the store fxstore.For returned (check its error)"))
@@ -124,7 +116,15 @@ func Watches[T client.Object](store *fxstore.Store[T], h handler.EventHandler, p
 		default:
 			o.watches = append(o.watches, newStoreSource(store, h, predicates))
 		}
-	})
+	}, "fxcontroller.Watches(%s, %s)", storeName(store), typeName(h))
+}
+
+// storeName names a store in an option's call; a nil one is "nil".
+func storeName[T client.Object](store *fxstore.Store[T]) string {
+	if store == nil {
+		return "nil"
+	}
+	return store.String()
 }
 
 // WithPredicates filters the primary store's events: an object is enqueued
@@ -132,59 +132,66 @@ func Watches[T client.Object](store *fxstore.Store[T], h handler.EventHandler, p
 // predicate.GenerationChangedPredicate{} to skip status-only updates.
 // Defaults to no filter.
 func WithPredicates(predicates ...predicate.Predicate) Option {
-	return optionFunc(func(o *options) {
-		if !o.notHosted("WithPredicates") {
-			o.predicates = append(o.predicates, predicates...)
-		}
-	})
+	return newOption(func(o *options) { o.predicates = append(o.predicates, predicates...) },
+		"fxcontroller.WithPredicates(%s)", typeNames(predicates))
 }
 
 // WithMaxConcurrentReconciles sets how many requests are reconciled at once.
 // Requests for the same object never run concurrently. Defaults to 1.
-func WithMaxConcurrentReconciles(n int) Option {
-	return optionFunc(func(o *options) {
+func WithMaxConcurrentReconciles(n int) interface {
+	Option
+	HostedOption
+} {
+	return newOption(func(o *options) {
 		if n < 1 {
 			o.errs = append(o.errs, fmt.Errorf("WithMaxConcurrentReconciles(%d): must be at least 1", n))
 			return
 		}
 		o.maxConcurrent = n
-	})
+	}, "fxcontroller.WithMaxConcurrentReconciles(%d)", n)
 }
 
 // WithRateLimiter sets how long a request that failed waits before it is
 // retried. Defaults to controller-runtime's: exponential per object, from 5ms
 // to 1000s.
 func WithRateLimiter(l workqueue.TypedRateLimiter[reconcile.Request]) Option {
-	return optionFunc(func(o *options) {
-		if o.notHosted("WithRateLimiter") {
-			return
-		}
+	return newOption(func(o *options) {
 		if l == nil {
 			o.errs = append(o.errs, errors.New("WithRateLimiter: rate limiter is nil"))
 			return
 		}
 		o.rateLimiter = l
-	})
+	}, "fxcontroller.WithRateLimiter(%s)", typeName(l))
 }
 
 // WithLeaderElection sets whether the controller runs only on the leader when
 // the app elects one. Defaults to true; pass false for controllers that must
 // run on every replica, such as those that only keep local state.
-func WithLeaderElection(need bool) Option {
-	return optionFunc(func(o *options) { o.leaderElection = need })
+func WithLeaderElection(need bool) interface {
+	Option
+	HostedOption
+} {
+	return newOption(func(o *options) { o.leaderElection = need }, "fxcontroller.WithLeaderElection(%t)", need)
 }
 
 // WithLogger sets the logger the controller, and the logger in each
 // reconcile's context, derive from. Defaults to the app's *zap.Logger when the
 // controller is declared with Provide, and to zap.NewNop() otherwise.
-func WithLogger(l *zap.Logger) Option {
-	return optionFunc(func(o *options) {
+func WithLogger(l *zap.Logger) interface {
+	Option
+	HostedOption
+} {
+	name := "nil"
+	if l != nil {
+		name = fmt.Sprintf("logger %q", l.Name())
+	}
+	return newOption(func(o *options) {
 		if l == nil {
 			o.errs = append(o.errs, errors.New("WithLogger: logger is nil"))
 			return
 		}
 		o.logger = l
-	})
+	}, "fxcontroller.WithLogger(%s)", name)
 }
 
 // Write is a kind of change a controller makes to the API server, declared
@@ -215,8 +222,11 @@ var EventsWrite = Write{
 // "patch"). The app's rbac command grants what controllers declare, in
 // addition to list and watch on their stores and EventsWrite. Declare direct
 // reads through the client (such as "get") the same way.
-func Writes(resource schema.GroupResource, verbs ...string) Option {
-	return optionFunc(func(o *options) {
+func Writes(resource schema.GroupResource, verbs ...string) interface {
+	Option
+	HostedOption
+} {
+	return newOption(func(o *options) {
 		var errs []error
 		if resource.Resource == "" {
 			errs = append(errs, fmt.Errorf("Writes(%q): resource is empty; name it in RBAC's terms, such as corev1.Resource(\"configmaps\")", resource))
@@ -233,7 +243,26 @@ func Writes(resource schema.GroupResource, verbs ...string) Option {
 			o.errs = append(o.errs, errs...)
 			return
 		}
-		verbs = slices.Compact(slices.Sorted(slices.Values(verbs)))
+		verbs := slices.Compact(slices.Sorted(slices.Values(verbs)))
 		o.writes = append(o.writes, Write{Resource: resource, Verbs: verbs})
-	})
+	}, "fxcontroller.Writes(%q, %q)", resource, verbs)
+}
+
+// typeNames lists the types of values, for an option's call.
+func typeNames[T any](values []T) string {
+	names := make([]string, len(values))
+	for i, v := range values {
+		names[i] = typeName(v)
+	}
+	return strings.Join(names, ", ")
+}
+
+// typeName names v's type without its type arguments, as in
+// "predicate.TypedGenerationChangedPredicate".
+func typeName(v any) string {
+	name := fmt.Sprintf("%T", v)
+	if i := strings.IndexByte(name, '['); i >= 0 {
+		name = name[:i]
+	}
+	return name
 }

@@ -31,15 +31,15 @@ import (
 	"github.com/fxkube/fxkube/internal/informers"
 )
 
-// Cache is a controller-runtime cache.Cache whose informers are a
+// registryCache is a controller-runtime cache.Cache whose informers are a
 // registry's stores: each kind resolves, with the cache's options, to the
 // registry's store for that spec, shared with every module and every other
-// Cache asking for the same one. It gives hosted controller-runtime code the
+// cache asking for the same one. It gives hosted controller-runtime code the
 // semantics of controller-runtime's own cache: reads fill the caller's
 // object with a deep copy (unless UnsafeDisableDeepCopy), field indexes are
 // scoped by namespace, and a kind first read after the registry has started
 // gets a store started then, through the registry's pre-flight checks.
-type Cache struct {
+type registryCache struct {
 	registry *Registry
 	mapper   meta.RESTMapper
 	opts     crcache.Options
@@ -55,7 +55,7 @@ type Cache struct {
 	synced atomic.Pointer[map[cacheKind]*cachedKind]
 }
 
-var _ crcache.Cache = (*Cache)(nil)
+var _ crcache.Cache = (*registryCache)(nil)
 
 // cacheKind is a kind in one projection.
 type cacheKind struct {
@@ -103,23 +103,14 @@ type namespaceStore struct {
 	noDeepCopy bool
 }
 
-// CacheOption configures NewCache.
-type CacheOption func(*Cache)
-
-// WithCacheConsumer names who reads through the cache, for describe and
-// metrics, such as a hosted operator's name. Defaults to the function that
-// called NewCache.
-func WithCacheConsumer(name string) CacheOption {
-	return func(c *Cache) { c.consumer = name }
-}
-
-// WithLateSyncTimeout bounds how long a read of a kind first read after
-// start waits for its store to sync. Defaults to 2 minutes.
-func WithLateSyncTimeout(d time.Duration) CacheOption {
-	return func(c *Cache) { c.syncTimeout = d }
-}
-
-// NewCache returns a cache over r with controller-runtime's cache options.
+// NewCache returns a controller-runtime cache.Cache whose informers are r's
+// stores, with controller-runtime's cache options: each kind resolves to
+// the store of its spec, shared with every module and every other cache
+// asking for the same one. Reads fill the caller's object with a deep copy
+// (unless UnsafeDisableDeepCopy), field indexes are scoped by namespace,
+// and a kind first read after start gets a store started then, through
+// the registry's pre-flight checks.
+//
 // The options' selectors, namespaces, transforms and UnsafeDisableDeepCopy
 // are honoured per kind as controller-runtime's cache does, with one
 // difference: without a transform, objects are stored without
@@ -130,8 +121,8 @@ func WithLateSyncTimeout(d time.Duration) CacheOption {
 // scheme or mapper) are rejected with an error saying what to do instead.
 // mapper tells namespaced kinds from cluster-scoped ones; it is asked only
 // once the app runs. NewCache does no I/O.
-func NewCache(r *Registry, mapper meta.RESTMapper, opts crcache.Options, options ...CacheOption) (*Cache, error) {
-	c := &Cache{
+func NewCache(r *Registry, mapper meta.RESTMapper, opts crcache.Options, options ...CacheOption) (crcache.Cache, error) {
+	c := &registryCache{
 		registry:    r,
 		mapper:      mapper,
 		opts:        opts,
@@ -141,7 +132,7 @@ func NewCache(r *Registry, mapper meta.RESTMapper, opts crcache.Options, options
 		pending:     make(map[cacheKind][]fieldIndex),
 	}
 	for _, o := range options {
-		o(c)
+		o.applyTo(c)
 	}
 	if err := c.validate(); err != nil {
 		return nil, fmt.Errorf("cache options of %s: %w", c.consumer, err)
@@ -149,7 +140,7 @@ func NewCache(r *Registry, mapper meta.RESTMapper, opts crcache.Options, options
 	return c, nil
 }
 
-func (c *Cache) validate() error {
+func (c *registryCache) validate() error {
 	o := c.opts
 	var errs []error
 	unsupported := func(set bool, what, instead string) {
@@ -223,7 +214,7 @@ func checkSelectors(cfg crcache.Config) error {
 
 // allConfigs returns the per-namespace configs of the default and of every
 // ByObject kind, as if namespaced, for validation.
-func (c *Cache) allConfigs() []map[string]crcache.Config {
+func (c *registryCache) allConfigs() []map[string]crcache.Config {
 	out := []map[string]crcache.Config{c.configsFor(schema.GroupVersionKind{}, true)}
 	for obj := range c.opts.ByObject {
 		if gvk, err := apiutil.GVKForObject(obj, c.registry.scheme); err == nil {
@@ -236,7 +227,7 @@ func (c *Cache) allConfigs() []map[string]crcache.Config {
 // configsFor returns, by namespace, the config the options give gvk, with
 // controller-runtime's precedence: ByObject, then DefaultNamespaces[ns], then
 // Default*. The namespace "" means all namespaces, or all not listed.
-func (c *Cache) configsFor(gvk schema.GroupVersionKind, namespaced bool) map[string]crcache.Config {
+func (c *registryCache) configsFor(gvk schema.GroupVersionKind, namespaced bool) map[string]crcache.Config {
 	o := c.opts
 	defaults := crcache.Config{
 		LabelSelector: o.DefaultLabelSelector, FieldSelector: o.DefaultFieldSelector,
@@ -291,7 +282,7 @@ func (c *Cache) configsFor(gvk schema.GroupVersionKind, namespaced bool) map[str
 	return namespaces
 }
 
-func (c *Cache) byObject(gvk schema.GroupVersionKind) (crcache.ByObject, bool) {
+func (c *registryCache) byObject(gvk schema.GroupVersionKind) (crcache.ByObject, bool) {
 	for obj, by := range c.opts.ByObject {
 		if got, err := apiutil.GVKForObject(obj, c.registry.scheme); err == nil && got == gvk {
 			return by, true
@@ -303,7 +294,7 @@ func (c *Cache) byObject(gvk schema.GroupVersionKind) (crcache.ByObject, bool) {
 // restrictsNamespaces reports whether the options confine gvk to some
 // namespaces, which only the mapper can tell apply (not to cluster-scoped
 // kinds).
-func (c *Cache) restrictsNamespaces(gvk schema.GroupVersionKind) bool {
+func (c *registryCache) restrictsNamespaces(gvk schema.GroupVersionKind) bool {
 	if by, ok := c.byObject(gvk); ok && by.Namespaces != nil {
 		return len(by.Namespaces) > 0
 	}
@@ -358,7 +349,7 @@ func funcValue[F any](fn F) string {
 
 // kindOf returns the kind and projection of obj. It allocates nothing, as
 // it runs on every read.
-func (c *Cache) kindOf(obj k8sruntime.Object) (cacheKind, error) {
+func (c *registryCache) kindOf(obj k8sruntime.Object) (cacheKind, error) {
 	gvk, err := apiutil.GVKForObject(obj, c.registry.scheme)
 	if err != nil {
 		return cacheKind{}, fmt.Errorf("%w; register the type with fxstore.AddToScheme", err)
@@ -373,7 +364,7 @@ func (c *Cache) kindOf(obj k8sruntime.Object) (cacheKind, error) {
 }
 
 // listKindOf is kindOf for a list: the kind and projection of its items.
-func (c *Cache) listKindOf(list client.ObjectList) (cacheKind, error) {
+func (c *registryCache) listKindOf(list client.ObjectList) (cacheKind, error) {
 	gvk, err := apiutil.GVKForObject(list, c.registry.scheme)
 	if err != nil {
 		return cacheKind{}, fmt.Errorf("%w; register the type with fxstore.AddToScheme", err)
@@ -389,7 +380,7 @@ func (c *Cache) listKindOf(list client.ObjectList) (cacheKind, error) {
 }
 
 // example returns an object of k's type for its stores.
-func (c *Cache) example(k cacheKind) (client.Object, error) {
+func (c *registryCache) example(k cacheKind) (client.Object, error) {
 	switch k.proj {
 	case Unstructured:
 		u := &unstructured.Unstructured{}
@@ -413,7 +404,7 @@ func (c *Cache) example(k cacheKind) (client.Object, error) {
 
 // kind returns the stores of k, requesting them from the registry on first
 // use. Requests after the registry has started start the stores late.
-func (c *Cache) kind(k cacheKind) (*cachedKind, error) {
+func (c *registryCache) kind(k cacheKind) (*cachedKind, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if ck, ok := c.kinds[k]; ok {
@@ -447,7 +438,7 @@ func (c *Cache) kind(k cacheKind) (*cachedKind, error) {
 	for _, ix := range c.pending[k] {
 		name := indexName(ix.field, ix.extract)
 		indexes[ix.field] = name
-		opts = append(opts, fieldIndexNamed(name, ix.extract))
+		opts = append(opts, fieldIndexNamed(name, ix.extract, indexFieldCall(ix.field, ix.extract)))
 	}
 	ck.indexes.Store(&indexes)
 	for _, ns := range slices.Sorted(maps.Keys(configs)) {
@@ -471,7 +462,7 @@ func (c *Cache) kind(k cacheKind) (*cachedKind, error) {
 // stores started late. Before the registry starts, it fails with
 // controller-runtime's ErrCacheNotStarted; with ReaderFailOnMissingInformer,
 // a kind without stores fails first, with ErrResourceNotCached, as there.
-func (c *Cache) ready(ctx context.Context, k cacheKind) (*cachedKind, error) {
+func (c *registryCache) ready(ctx context.Context, k cacheKind) (*cachedKind, error) {
 	if synced := c.synced.Load(); synced != nil {
 		if ck, ok := (*synced)[k]; ok {
 			return ck, nil
@@ -503,7 +494,7 @@ func (c *Cache) ready(ctx context.Context, k cacheKind) (*cachedKind, error) {
 
 // has reports whether k has stores, or will have once it resolves: an
 // index declares them, as controller-runtime's IndexField makes an informer.
-func (c *Cache) has(k cacheKind) bool {
+func (c *registryCache) has(k cacheKind) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, ok := c.kinds[k]
@@ -511,7 +502,7 @@ func (c *Cache) has(k cacheKind) bool {
 	return ok || declared
 }
 
-func (c *Cache) waitFor(ctx context.Context, ck *cachedKind) error {
+func (c *registryCache) waitFor(ctx context.Context, ck *cachedKind) error {
 	for _, ns := range ck.stores {
 		if ns.store.HasSynced() {
 			continue
@@ -528,7 +519,7 @@ func (c *Cache) waitFor(ctx context.Context, ck *cachedKind) error {
 
 // isNamespaced reports whether ck's kind is namespaced, asking the mapper
 // once if the options did not need to.
-func (c *Cache) isNamespaced(ck *cachedKind) (bool, error) {
+func (c *registryCache) isNamespaced(ck *cachedKind) (bool, error) {
 	if scope := ck.scope.Load(); scope != scopeUnknown {
 		return scope == scopeNamespaced, nil
 	}
@@ -573,7 +564,7 @@ func (ck *cachedKind) storeFor(namespace, verb string, key any) (namespaceStore,
 
 // Get implements client.Reader: it fills out with a deep copy of the cached
 // object (unless UnsafeDisableDeepCopy), as controller-runtime's cache does.
-func (c *Cache) Get(ctx context.Context, key client.ObjectKey, out client.Object, opts ...client.GetOption) error {
+func (c *registryCache) Get(ctx context.Context, key client.ObjectKey, out client.Object, opts ...client.GetOption) error {
 	k, err := c.kindOf(out)
 	if err != nil {
 		return err
@@ -628,7 +619,7 @@ func fill(out client.Object, obj k8sruntime.Object, gvk schema.GroupVersionKind,
 // takes: InNamespace, MatchingLabels and label selectors, MatchingFields
 // and exact-match field selectors on fields indexed with IndexField, Limit
 // and UnsafeDisableDeepCopy.
-func (c *Cache) List(ctx context.Context, out client.ObjectList, opts ...client.ListOption) error {
+func (c *registryCache) List(ctx context.Context, out client.ObjectList, opts ...client.ListOption) error {
 	var lo client.ListOptions
 	lo.ApplyOptions(opts)
 	k, err := c.listKindOf(out)
@@ -744,7 +735,7 @@ func requiresExactMatch(sel fields.Selector) bool {
 // GetInformer implements cache.Informers: it returns the informer of the
 // store obj's kind resolves to (requesting it, and after start starting it),
 // waiting for it to sync unless told not to, once the registry has started.
-func (c *Cache) GetInformer(ctx context.Context, obj client.Object, opts ...crcache.InformerGetOption) (crcache.Informer, error) {
+func (c *registryCache) GetInformer(ctx context.Context, obj client.Object, opts ...crcache.InformerGetOption) (crcache.Informer, error) {
 	k, err := c.kindOf(obj)
 	if err != nil {
 		return nil, err
@@ -753,11 +744,11 @@ func (c *Cache) GetInformer(ctx context.Context, obj client.Object, opts ...crca
 }
 
 // GetInformerForKind implements cache.Informers for a kind of the scheme.
-func (c *Cache) GetInformerForKind(ctx context.Context, gvk schema.GroupVersionKind, opts ...crcache.InformerGetOption) (crcache.Informer, error) {
+func (c *registryCache) GetInformerForKind(ctx context.Context, gvk schema.GroupVersionKind, opts ...crcache.InformerGetOption) (crcache.Informer, error) {
 	return c.informer(ctx, cacheKind{gvk, Typed}, opts)
 }
 
-func (c *Cache) informer(ctx context.Context, k cacheKind, opts []crcache.InformerGetOption) (crcache.Informer, error) {
+func (c *registryCache) informer(ctx context.Context, k cacheKind, opts []crcache.InformerGetOption) (crcache.Informer, error) {
 	var o crcache.InformerGetOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -787,18 +778,18 @@ func (c *Cache) informer(ctx context.Context, k cacheKind, opts []crcache.Inform
 
 // RemoveInformer implements cache.Informers. Stores are shared and live as
 // long as the app, so it fails.
-func (c *Cache) RemoveInformer(context.Context, client.Object) error {
+func (c *registryCache) RemoveInformer(context.Context, client.Object) error {
 	return errors.New("fxstore: stores are shared by the app's modules and stop with the app; they cannot be removed")
 }
 
 // Start implements cache.Informers. The app starts its stores, so it fails.
-func (c *Cache) Start(context.Context) error {
+func (c *registryCache) Start(context.Context) error {
 	return errors.New("fxstore: the app starts and stops its stores; do not start the cache")
 }
 
 // WaitForCacheSync implements cache.Informers: it waits until every store
 // the cache has resolved has synced, or ctx ends.
-func (c *Cache) WaitForCacheSync(ctx context.Context) bool {
+func (c *registryCache) WaitForCacheSync(ctx context.Context) bool {
 	if !c.registry.isStarted() {
 		// Nothing syncs before the app starts; a controller warmed up then
 		// only declares its stores (see fxcontroller's Hosted.Declare).
@@ -820,7 +811,7 @@ func (c *Cache) WaitForCacheSync(ctx context.Context) bool {
 // IndexField implements client.FieldIndexer with controller-runtime's
 // semantics: the index is declared on the store of obj's kind, values are
 // scoped by namespace, and lookups across all namespaces work too.
-func (c *Cache) IndexField(_ context.Context, obj client.Object, field string, extract client.IndexerFunc) error {
+func (c *registryCache) IndexField(_ context.Context, obj client.Object, field string, extract client.IndexerFunc) error {
 	if extract == nil {
 		return fmt.Errorf("index %q of %T: extract function is nil", field, obj)
 	}
@@ -852,7 +843,7 @@ func (c *Cache) IndexField(_ context.Context, obj client.Object, field string, e
 	defer c.mu.Unlock()
 	name := indexName(field, extract)
 	for _, ns := range ck.stores {
-		if _, err := ForObject(c.registry, ck.example, ns.spec, WithConsumer(c.consumer), fieldIndexNamed(name, extract), indexOnly); err != nil {
+		if _, err := ForObject(c.registry, ck.example, ns.spec, WithConsumer(c.consumer), fieldIndexNamed(name, extract, indexFieldCall(field, extract)), indexOnly); err != nil {
 			return err
 		}
 	}
@@ -862,6 +853,12 @@ func (c *Cache) IndexField(_ context.Context, obj client.Object, field string, e
 	return nil
 }
 
+// indexFieldCall is how an index the cache declares prints: as the call
+// that declared it.
+func indexFieldCall(field string, extract client.IndexerFunc) string {
+	return fmt.Sprintf("IndexField(%q, %s)", field, caller.Of(extract))
+}
+
 // indexName names the index of field by extract. Caches that index a field
 // of a store they share with the same function value share the index;
 // with functions of their own, each has its own, as each
@@ -869,7 +866,3 @@ func (c *Cache) IndexField(_ context.Context, obj client.Object, field string, e
 func indexName(field string, extract client.IndexerFunc) string {
 	return FieldIndexName(field) + " by " + funcValue(extract)
 }
-
-// indexOnly adds a request's indexes to its store without counting it as
-// another request: the cache has requested the store already.
-var indexOnly Option = optionFunc(func(r *request) { r.indexOnly = true })

@@ -42,6 +42,8 @@ type entry struct {
 	transform  Transform
 	startedAt  time.Time
 	indexFuncs map[string]string
+	// indexCalls are the options that declared the indexes, by name.
+	indexCalls map[string]string
 
 	late bool // set before the store starts
 	// refs counts the requests for the store; stop ends its informer (see
@@ -95,6 +97,7 @@ func newEntry(key Key, example k8sruntime.Object, t Transform, r *Registry) *ent
 		example:    example,
 		transform:  t,
 		indexFuncs: make(map[string]string),
+		indexCalls: make(map[string]string),
 		indexers:   cache.Indexers{},
 		syncedCh:   make(chan struct{}),
 		notSynced:  &StoreError{Key: key, Err: ErrNotSynced},
@@ -126,13 +129,17 @@ func (e *entry) add(t Transform, req request) error {
 		case !ok:
 			added[ix.name] = ix.fn
 		case id != ix.fnID:
-			return fmt.Errorf("index %q is already defined with another function; give different indexes different names", ix.name)
+			return fmt.Errorf("%s: index %q is already defined with another function; give different indexes different names (%s defined it)",
+				ix.call, ix.name, e.indexCalls[ix.name])
 		}
 	}
 	if err := e.informer.AddIndexers(added); err != nil {
 		return fmt.Errorf("add indexes: %w", err)
 	}
 	for _, ix := range req.indexes {
+		if _, ok := e.indexCalls[ix.name]; !ok {
+			e.indexCalls[ix.name] = ix.call
+		}
 		e.indexFuncs[ix.name] = ix.fnID
 		e.indexers[ix.name] = ix.fn
 	}

@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
@@ -59,14 +58,6 @@ type Registry struct {
 	wg      sync.WaitGroup
 }
 
-// RegistryOption configures a Registry.
-type RegistryOption func(*Registry)
-
-// WithLogger sets the logger stores report through. Defaults to zap.NewNop().
-func WithLogger(l *zap.Logger) RegistryOption {
-	return func(r *Registry) { r.log = l }
-}
-
 // NewRegistry returns an empty Registry whose typed stores resolve their kind
 // through scheme.
 func NewRegistry(scheme *k8sruntime.Scheme, opts ...RegistryOption) *Registry {
@@ -78,138 +69,13 @@ func NewRegistry(scheme *k8sruntime.Scheme, opts ...RegistryOption) *Registry {
 		changed:       make(chan struct{}),
 	}
 	for _, o := range opts {
-		o(r)
+		o.applyTo(r)
 	}
 	return r
 }
 
 // Scheme returns the scheme the registry resolves Go types with.
 func (r *Registry) Scheme() *k8sruntime.Scheme { return r.scheme }
-
-// Option adds to a store request.
-type Option interface{ apply(*request) }
-
-type optionFunc func(*request)
-
-func (f optionFunc) apply(r *request) { f(r) }
-
-type request struct {
-	consumer string
-	named    bool // consumer was given (WithConsumer)
-	indexes  []index
-	// indexOnly adds indexes to a store already requested, without
-	// counting another request.
-	indexOnly bool
-	// ownInformer keeps the store on an informer of its own.
-	ownInformer bool
-}
-
-type index struct {
-	name   string
-	objTyp reflect.Type
-	fn     cache.IndexFunc
-	fnID   string // identifies the user's function, to detect conflicts
-}
-
-// WithIndex declares a named index on the store: fn returns the values an
-// object is found under by Store.ByIndex. Requests for one store that declare
-// the same index name must pass the same function.
-//
-// T is the store's object type, or an interface it implements, such as
-// client.Object.
-func WithIndex[T client.Object](name string, fn func(T) []string) Option {
-	return optionFunc(func(r *request) {
-		r.indexes = append(r.indexes, index{
-			name:   name,
-			objTyp: reflect.TypeFor[T](),
-			fnID:   funcIdentity(fn),
-			fn: func(obj any) ([]string, error) {
-				t, ok := obj.(T)
-				if !ok {
-					return nil, nil
-				}
-				return fn(t), nil
-			},
-		})
-	})
-}
-
-// WithFieldIndex declares an index of the store by field, with
-// controller-runtime's semantics (client.FieldIndexer): extract returns the
-// values an object is found under, and Store.ByField finds objects by value,
-// in one namespace or in all. The index is named FieldIndexName(field).
-// Requests for one store that index the same field must pass the same
-// function.
-func WithFieldIndex(field string, extract client.IndexerFunc) Option {
-	return fieldIndexNamed(FieldIndexName(field), extract)
-}
-
-// fieldIndexNamed is WithFieldIndex with the index's name.
-func fieldIndexNamed(name string, extract client.IndexerFunc) Option {
-	return optionFunc(func(r *request) {
-		r.indexes = append(r.indexes, index{
-			name:   name,
-			objTyp: reflect.TypeFor[client.Object](),
-			fnID:   funcIdentity(extract),
-			fn: func(obj any) ([]string, error) {
-				o, ok := obj.(client.Object)
-				if !ok {
-					return nil, nil
-				}
-				values := extract(o)
-				ns := o.GetNamespace()
-				if ns == "" {
-					out := make([]string, len(values))
-					for i, v := range values {
-						out[i] = namespacedValue("", v)
-					}
-					return out, nil
-				}
-				// Each value is found in its namespace and in all of them.
-				out := make([]string, 2*len(values))
-				for i, v := range values {
-					out[i] = namespacedValue(ns, v)
-					out[len(values)+i] = namespacedValue("", v)
-				}
-				return out, nil
-			},
-		})
-	})
-}
-
-// FieldIndexName is the name of the index WithFieldIndex declares for field,
-// the name controller-runtime's cache gives it.
-func FieldIndexName(field string) string { return "field:" + field }
-
-// namespacedValue is how a field index stores value for an object in
-// namespace ns, or in any namespace when ns is empty, as controller-runtime's
-// cache does.
-func namespacedValue(ns, value string) string {
-	if ns == "" {
-		ns = "__all_namespaces"
-	}
-	return ns + "/" + value
-}
-
-// WithConsumer names who asks for the store, for describe and metrics.
-// Defaults to the function that called For, such as "rollout.newController".
-func WithConsumer(name string) Option {
-	return optionFunc(func(r *request) { r.consumer, r.named = name, true })
-}
-
-// WithOwnInformer keeps the store on an informer of its own, even when a
-// broader store could serve it as a view. A view costs no copy of any
-// object and no watch, but each Get evaluates its selector on the object
-// found, and each event of the broader store is filtered for its
-// subscribers: ask for an informer of its own when the view is a small part
-// of a large, busy store and its reads or events are the hot path, and a
-// second copy of its objects is affordable. A metadata-only view of a typed
-// store also makes each object it returns (one allocation per Get, one per
-// List), as its objects are the typed store's; BENCHMARKS.md has the
-// figures.
-func WithOwnInformer() Option {
-	return optionFunc(func(r *request) { r.ownInformer = true })
-}
 
 // For returns the store of T objects matching spec, registering it on first
 // request. Every request for an equivalent spec returns a store backed by the
@@ -224,7 +90,7 @@ func WithOwnInformer() Option {
 func For[T client.Object](r *Registry, spec Spec, opts ...Option) (*Store[T], error) {
 	var req request
 	for _, o := range opts {
-		o.apply(&req)
+		o.applyTo(&req)
 	}
 	if !req.named {
 		req.consumer = caller.Name(1)
@@ -243,7 +109,7 @@ func For[T client.Object](r *Registry, spec Spec, opts ...Option) (*Store[T], er
 func ForObject(r *Registry, example client.Object, spec Spec, opts ...Option) (*Store[client.Object], error) {
 	var req request
 	for _, o := range opts {
-		o.apply(&req)
+		o.applyTo(&req)
 	}
 	if !req.named {
 		req.consumer = caller.Name(1)
@@ -265,11 +131,11 @@ func (r *Registry) register(typ reflect.Type, spec Spec, req request) (*entry, e
 	}
 	for _, ix := range req.indexes {
 		if ix.name == "" {
-			return nil, fmt.Errorf("store %s requested by %s: index has no name", key, req.consumer)
+			return nil, fmt.Errorf("store %s requested by %s: %s: index has no name", key, req.consumer, ix.call)
 		}
 		if ix.objTyp != typ && (ix.objTyp.Kind() != reflect.Interface || !typ.Implements(ix.objTyp)) {
-			return nil, fmt.Errorf("store %s requested by %s: index %q takes %s but the store holds %s",
-				key, req.consumer, ix.name, ix.objTyp, typ)
+			return nil, fmt.Errorf("store %s requested by %s: %s: index %q takes %s but the store holds %s",
+				key, req.consumer, ix.call, ix.name, ix.objTyp, typ)
 		}
 	}
 

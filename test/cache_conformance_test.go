@@ -35,7 +35,7 @@ import (
 	"github.com/fxkube/fxkube/internal/testenv"
 )
 
-// The conformance tests build controller-runtime's cache and fxstore.Cache
+// The conformance tests build controller-runtime's cache and fxstore.NewCache's cache
 // with the same options over the same objects, make the same read of both
 // and require the same outcome: controller-runtime's cache is the
 // specification.
@@ -281,8 +281,8 @@ func errorClass(err error) string {
 func requireSameOutcome(t *testing.T, cr, fx outcome, exact bool) {
 	t.Helper()
 	if cr.err != nil || fx.err != nil {
-		require.Error(t, cr.err, "controller-runtime's cache succeeded where fxstore.Cache failed with %v", fx.err)
-		require.Error(t, fx.err, "fxstore.Cache succeeded where controller-runtime's failed with %q", cr.err)
+		require.Error(t, cr.err, "controller-runtime's cache succeeded where fxstore.NewCache's cache failed with %v", fx.err)
+		require.Error(t, fx.err, "fxstore.NewCache's cache succeeded where controller-runtime's failed with %q", cr.err)
 		assert.Equal(t, errorClass(cr.err), errorClass(fx.err), "error class of %q and of %q", cr.err, fx.err)
 		if errorClass(cr.err) != "" {
 			assert.EqualError(t, fx.err, cr.err.Error())
@@ -309,11 +309,11 @@ func requireSameOutcome(t *testing.T, cr, fx outcome, exact bool) {
 	assert.Equal(t, cr.rv, fx.rv, "resource version of the list")
 }
 
-// cachePair is controller-runtime's cache and fxstore.Cache, built with the
+// cachePair is controller-runtime's cache and fxstore.NewCache's cache, built with the
 // same options.
 type cachePair struct {
 	cr   cache.Cache
-	fx   *fxstore.Cache
+	fx   cache.Cache
 	reg  *fxstore.Registry
 	conn *connection.Connection
 }
@@ -324,7 +324,7 @@ type namedCache struct {
 }
 
 func (p *cachePair) both() []namedCache {
-	return []namedCache{{"controller-runtime's cache", p.cr}, {"fxstore.Cache", p.fx}}
+	return []namedCache{{"controller-runtime's cache", p.cr}, {"fxstore.NewCache's cache", p.fx}}
 }
 
 // newCachePair builds both caches with opts and calls setup on each, as a
@@ -830,9 +830,9 @@ func TestCacheConformance(t *testing.T) {
 					cr, fx := r.read(ctx, p.cr, f), r.read(ctx, p.fx, f)
 					if r.wantErr != "" {
 						require.ErrorContains(t, cr.err, r.wantErr, "controller-runtime's cache")
-						assert.ErrorContains(t, fx.err, r.wantErr, "fxstore.Cache")
+						assert.ErrorContains(t, fx.err, r.wantErr, "fxstore.NewCache's cache")
 						if r.ownMessage == "" {
-							assert.ErrorContains(t, fx.err, cr.err.Error(), "fxstore.Cache")
+							assert.ErrorContains(t, fx.err, cr.err.Error(), "fxstore.NewCache's cache")
 						}
 					} else {
 						require.NoError(t, cr.err, "controller-runtime's cache")
@@ -1087,11 +1087,11 @@ func TestCacheConformanceInformer(t *testing.T) {
 				crInitial, crLater, crTypes := want.recs[0].seen()
 				fxInitial, fxLater, fxTypes := want.recs[1].seen()
 				assert.Equal(t, want.initial, crInitial, "%d: controller-runtime's cache: initial Adds", i)
-				assert.Equal(t, crInitial, fxInitial, "%d: fxstore.Cache: initial Adds", i)
+				assert.Equal(t, crInitial, fxInitial, "%d: fxstore.NewCache's cache: initial Adds", i)
 				assert.Equal(t, want.later, crLater, "%d: controller-runtime's cache: later Adds", i)
-				assert.Equal(t, crLater, fxLater, "%d: fxstore.Cache: later Adds", i)
+				assert.Equal(t, crLater, fxLater, "%d: fxstore.NewCache's cache: later Adds", i)
 				assert.Equal(t, want.types, crTypes, "%d: controller-runtime's cache: types", i)
-				assert.Equal(t, crTypes, fxTypes, "%d: fxstore.Cache: types", i)
+				assert.Equal(t, crTypes, fxTypes, "%d: fxstore.NewCache's cache: types", i)
 			}
 		})
 	}
@@ -1106,7 +1106,7 @@ func TestCacheConformanceNotStarted(t *testing.T) {
 		read      readFunc
 		wantClass string // errorClass of controller-runtime's error
 		wantErr   string // a phrase of both errors, when wantClass is ""
-		// fxWantClass, when set, is fxstore.Cache's errorClass where it
+		// fxWantClass, when set, is fxstore.NewCache's cache's errorClass where it
 		// differs from controller-runtime's on purpose.
 		fxWantClass string
 	}
@@ -1144,7 +1144,7 @@ func TestCacheConformanceNotStarted(t *testing.T) {
 				read{
 					// A known difference: controller-runtime's cache asks the
 					// REST mapper whether ConfigMaps are namespaced and fails
-					// with "unknown namespace for the cache"; fxstore.Cache
+					// with "unknown namespace for the cache"; fxstore.NewCache's cache
 					// does no I/O before the app runs (reads before start
 					// happen while the app is built) and reports that it has
 					// not started.
@@ -1199,12 +1199,12 @@ func TestCacheConformanceNotStarted(t *testing.T) {
 					require.Equal(t, r.wantClass, errorClass(cr.err), "controller-runtime's cache: %v", cr.err)
 					if r.fxWantClass != "" {
 						require.ErrorContains(t, cr.err, r.wantErr, "controller-runtime's cache")
-						require.Equal(t, r.fxWantClass, errorClass(fx.err), "fxstore.Cache: %v", fx.err)
+						require.Equal(t, r.fxWantClass, errorClass(fx.err), "fxstore.NewCache's cache: %v", fx.err)
 						return
 					}
 					if r.wantErr != "" {
 						require.ErrorContains(t, cr.err, r.wantErr, "controller-runtime's cache")
-						assert.ErrorContains(t, fx.err, r.wantErr, "fxstore.Cache")
+						assert.ErrorContains(t, fx.err, r.wantErr, "fxstore.NewCache's cache")
 					}
 					requireSameOutcome(t, cr, fx, false)
 				})

@@ -4,6 +4,8 @@
 package caller
 
 import (
+	"fmt"
+	"reflect"
 	"runtime"
 	"strings"
 )
@@ -26,6 +28,15 @@ func FuncName(pc uintptr) string {
 		return "unknown"
 	}
 	return shortName(f.Name())
+}
+
+// Of names the function fn, such as "rollout.newController", or gives its
+// type when it is not a function or is nil.
+func Of(fn any) string {
+	if v := reflect.ValueOf(fn); v.Kind() == reflect.Func && !v.IsNil() {
+		return FuncName(v.Pointer())
+	}
+	return fmt.Sprintf("%T", fn)
 }
 
 func shortName(name string) string {

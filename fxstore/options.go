@@ -1,0 +1,205 @@
+package fxstore
+
+import (
+	"fmt"
+	"reflect"
+	"time"
+
+	"go.uber.org/zap"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fxkube/fxkube/internal/caller"
+)
+
+// Options are typed by the call that takes them, as controller-runtime's
+// builder options are, so that an option given to the wrong call does not
+// compile. Each prints as the call that made it, as fx's options do, in
+// errors and in describe.
+
+// Option configures a request for a store: For's options.
+type Option interface {
+	fmt.Stringer
+	applyTo(*request)
+}
+
+// RegistryOption configures NewRegistry.
+type RegistryOption interface {
+	fmt.Stringer
+	applyTo(*Registry)
+}
+
+// CacheOption configures NewCache.
+type CacheOption interface {
+	fmt.Stringer
+	applyTo(*registryCache)
+}
+
+// option is an option for a T, printed as call.
+type option[T any] struct {
+	call  string
+	apply func(*T)
+}
+
+func (o option[T]) String() string { return o.call }
+func (o option[T]) applyTo(t *T)   { o.apply(t) }
+func newOption[T any](apply func(*T), format string, args ...any) option[T] {
+	return option[T]{call: fmt.Sprintf(format, args...), apply: apply}
+}
+
+// WithLogger sets the logger stores report through. Defaults to zap.NewNop().
+func WithLogger(l *zap.Logger) RegistryOption {
+	return newOption(func(r *Registry) { r.log = l }, "fxstore.WithLogger(%s)", loggerName(l))
+}
+
+func loggerName(l *zap.Logger) string {
+	if l == nil {
+		return "nil"
+	}
+	if name := l.Name(); name != "" {
+		return fmt.Sprintf("logger %q", name)
+	}
+	return "logger"
+}
+
+// request is one request for a store, as For's options make it.
+type request struct {
+	consumer string
+	named    bool // consumer was given (WithConsumer)
+	indexes  []index
+	// indexOnly adds indexes to a store already requested, without
+	// counting another request.
+	indexOnly bool
+	// ownInformer keeps the store on an informer of its own.
+	ownInformer bool
+}
+
+type index struct {
+	name   string
+	objTyp reflect.Type
+	fn     cache.IndexFunc
+	fnID   string // identifies the user's function, to detect conflicts
+	call   string // the option that declared it
+}
+
+// WithIndex declares a named index on the store: fn returns the values an
+// object is found under by Store.ByIndex. Requests for one store that declare
+// the same index name must pass the same function.
+//
+// T is the store's object type, or an interface it implements, such as
+// client.Object.
+func WithIndex[T client.Object](name string, fn func(T) []string) Option {
+	call := fmt.Sprintf("fxstore.WithIndex(%q, %s)", name, caller.Of(fn))
+	return newOption(func(r *request) {
+		r.indexes = append(r.indexes, index{
+			name:   name,
+			objTyp: reflect.TypeFor[T](),
+			fnID:   funcIdentity(fn),
+			call:   call,
+			fn: func(obj any) ([]string, error) {
+				t, ok := obj.(T)
+				if !ok {
+					return nil, nil
+				}
+				return fn(t), nil
+			},
+		})
+	}, "%s", call)
+}
+
+// WithFieldIndex declares an index of the store by field, with
+// controller-runtime's semantics (client.FieldIndexer): extract returns the
+// values an object is found under, and Store.ByField finds objects by value,
+// in one namespace or in all. The index is named FieldIndexName(field).
+// Requests for one store that index the same field must pass the same
+// function.
+func WithFieldIndex(field string, extract client.IndexerFunc) Option {
+	return fieldIndexNamed(FieldIndexName(field), extract,
+		fmt.Sprintf("fxstore.WithFieldIndex(%q, %s)", field, caller.Of(extract)))
+}
+
+// fieldIndexNamed is WithFieldIndex with the index's name, declared by
+// call.
+func fieldIndexNamed(name string, extract client.IndexerFunc, call string) Option {
+	return newOption(func(r *request) {
+		r.indexes = append(r.indexes, index{
+			name:   name,
+			objTyp: reflect.TypeFor[client.Object](),
+			fnID:   funcIdentity(extract),
+			call:   call,
+			fn: func(obj any) ([]string, error) {
+				o, ok := obj.(client.Object)
+				if !ok {
+					return nil, nil
+				}
+				values := extract(o)
+				ns := o.GetNamespace()
+				if ns == "" {
+					out := make([]string, len(values))
+					for i, v := range values {
+						out[i] = namespacedValue("", v)
+					}
+					return out, nil
+				}
+				// Each value is found in its namespace and in all of them.
+				out := make([]string, 2*len(values))
+				for i, v := range values {
+					out[i] = namespacedValue(ns, v)
+					out[len(values)+i] = namespacedValue("", v)
+				}
+				return out, nil
+			},
+		})
+	}, "%s", call)
+}
+
+// FieldIndexName is the name of the index WithFieldIndex declares for field,
+// the name controller-runtime's cache gives it.
+func FieldIndexName(field string) string { return "field:" + field }
+
+// namespacedValue is how a field index stores value for an object in
+// namespace ns, or in any namespace when ns is empty, as controller-runtime's
+// cache does.
+func namespacedValue(ns, value string) string {
+	if ns == "" {
+		ns = "__all_namespaces"
+	}
+	return ns + "/" + value
+}
+
+// WithConsumer names who asks for the store, for describe and metrics.
+// Defaults to the function that called For, such as "rollout.newController".
+func WithConsumer(name string) Option {
+	return newOption(func(r *request) { r.consumer, r.named = name, true }, "fxstore.WithConsumer(%q)", name)
+}
+
+// WithOwnInformer keeps the store on an informer of its own, even when a
+// broader store could serve it as a view. A view costs no copy of any
+// object and no watch, but each Get evaluates its selector on the object
+// found, and each event of the broader store is filtered for its
+// subscribers: ask for an informer of its own when the view is a small part
+// of a large, busy store and its reads or events are the hot path, and a
+// second copy of its objects is affordable. A metadata-only view of a typed
+// store also makes each object it returns (one allocation per Get, one per
+// List), as its objects are the typed store's; BENCHMARKS.md has the
+// figures.
+func WithOwnInformer() Option {
+	return newOption(func(r *request) { r.ownInformer = true }, "fxstore.WithOwnInformer()")
+}
+
+// indexOnly adds a request's indexes to its store without counting it as
+// another request: the cache has requested the store already.
+var indexOnly Option = newOption(func(r *request) { r.indexOnly = true }, "index only")
+
+// WithCacheConsumer names who reads through the cache, for describe and
+// metrics, such as a hosted operator's name. Defaults to the function that
+// called NewCache.
+func WithCacheConsumer(name string) CacheOption {
+	return newOption(func(c *registryCache) { c.consumer = name }, "fxstore.WithCacheConsumer(%q)", name)
+}
+
+// WithLateSyncTimeout bounds how long a read of a kind first read after
+// start waits for its store to sync. Defaults to 2 minutes.
+func WithLateSyncTimeout(d time.Duration) CacheOption {
+	return newOption(func(c *registryCache) { c.syncTimeout = d }, "fxstore.WithLateSyncTimeout(%s)", d)
+}
