@@ -86,6 +86,12 @@ type entry struct {
 	// failingSince is when the store's list/watch last began to fail; zero
 	// while it works (see health).
 	failingSince time.Time
+	// announced is set once the failure that began at failingSince is
+	// logged and told to health handlers: at once, or once diagnosed.
+	announced bool
+	// diagnosis is what a plain list said when the failure began with an
+	// error that does not say why (see diagnose).
+	diagnosis error
 	// healthHandlers hear the store's transitions, by subscription.
 	healthHandlers map[*Subscription]HealthHandler
 }
@@ -176,7 +182,7 @@ func funcIdentity(fn any) string {
 func (e *entry) bind(b Binding, now time.Time) {
 	e.lw.ListerWatcher = b.ListerWatcher
 	e.lw.succeeded = e.listWatchSucceeded
-	e.lw.watchRetried = func(err error) { e.watchError(context.Background(), nil, err) }
+	e.lw.watchRetried = func(ctx context.Context, err error) { e.watchError(ctx, nil, err) }
 	e.lw.received = &e.received
 	// Keys hold canonical shard selectors, which parse.
 	e.lw.inShard, _ = shardMatcher(e.key)
@@ -283,25 +289,91 @@ func (e *entry) droppedOutsideShard() {
 	}
 }
 
-func (e *entry) watchError(ctx context.Context, r *cache.Reflector, err error) {
+// watchError records a list/watch error. The first that is not routine
+// marks the store failing. One that does not say why is diagnosed first,
+// off the informer's goroutine, so that the failure is announced with its
+// cause.
+func (e *entry) watchError(ctx context.Context, _ *cache.Reflector, err error) {
 	failing := !isRoutine(err)
+	now := time.Now()
 	e.mu.Lock()
 	e.lastErr = err
 	e.watchFails++
 	began := failing && e.failingSince.IsZero()
 	if began {
-		e.failingSince = time.Now()
+		e.failingSince = now
 	}
 	e.mu.Unlock()
 	switch {
+	case began && unexplained(err) && e.registry.goDiagnose(func(c listChecker) { e.diagnose(ctx, now, c) }):
 	case began:
-		e.registry.log.Warn("store failing: its list/watch fails, and its objects grow stale while it retries",
-			zap.Stringer("store", e.key), zap.Error(err))
-		e.registry.healthChanged(e)
+		e.announceFailing(now, nil)
 	case failing:
 		e.registry.log.Debug("store list/watch failed again; retrying", zap.Stringer("store", e.key), zap.Error(err))
 	}
 	e.registry.signal()
+}
+
+// diagnose lists one object of the store plainly, for the failure that
+// began at since, and announces the failure with the list's error. A
+// conversion webhook that fails leaves a watch only timeouts ("Too large
+// resource version"); a plain list names the webhook and its error.
+func (e *entry) diagnose(ctx context.Context, since time.Time, c listChecker) {
+	listCtx, cancel := context.WithTimeout(ctx, diagnoseSilentTimeout)
+	defer cancel()
+	err := c.checkList(listCtx, e.key)
+	switch {
+	case ctx.Err() != nil:
+		return // the store stops
+	case listCtx.Err() != nil:
+		err = nil // the list says no more than the watch
+	}
+	e.announceFailing(since, err)
+}
+
+// announceFailing logs that the store began to fail at since, with what a
+// plain list said if it was diagnosed, and tells its health handlers:
+// once per failure, and not once it has recovered.
+func (e *entry) announceFailing(since time.Time, diagnosis error) {
+	e.mu.Lock()
+	current := e.failingSince.Equal(since) && !e.announced
+	if current {
+		e.announced, e.diagnosis = true, diagnosis
+	}
+	err := e.reportedErrLocked()
+	e.mu.Unlock()
+	if !current {
+		return
+	}
+	e.registry.log.Warn("store failing: its list/watch fails, and its objects grow stale while it retries",
+		zap.Stringer("store", e.key), zap.Error(err))
+	e.registry.healthChanged(e)
+}
+
+// reportedErrLocked returns the last list/watch error, with what a plain
+// list said when that error does not say why. e.mu is held.
+func (e *entry) reportedErrLocked() error {
+	if e.diagnosis != nil && unexplained(e.lastErr) {
+		return &diagnosedError{err: e.lastErr, list: e.diagnosis}
+	}
+	return e.lastErr
+}
+
+// diagnosedError is a list/watch error that does not say why, with the
+// error of a plain list made to find out.
+type diagnosedError struct{ err, list error }
+
+func (e *diagnosedError) Error() string {
+	return fmt.Sprintf("%v; a plain list of one object says why: %v", e.err, e.list)
+}
+
+func (e *diagnosedError) Unwrap() []error { return []error{e.err, e.list} }
+
+// unexplained reports list/watch errors that do not say why: timeouts. A
+// conversion webhook that fails gives a watch of the converted version
+// only "Too large resource version", a timeout.
+func unexplained(err error) bool {
+	return apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err)
 }
 
 // isRoutine reports list/watch errors that are part of a watch's life: it
@@ -318,10 +390,12 @@ func isRoutine(err error) bool {
 // one whose CRD was deleted and created again, no longer reports an error.
 func (e *entry) listWatchSucceeded() {
 	e.mu.Lock()
-	lastErr, since := e.lastErr, e.failingSince
-	e.lastErr, e.failingSince = nil, time.Time{}
+	lastErr, announced := e.reportedErrLocked(), e.announced
+	since := e.failingSince
+	e.lastErr, e.failingSince, e.announced, e.diagnosis = nil, time.Time{}, false, nil
 	e.mu.Unlock()
-	if !since.IsZero() {
+	// A failure not announced yet, as it was being diagnosed, ends unheard.
+	if announced {
 		e.registry.log.Info("store recovered", zap.Stringer("store", e.key),
 			zap.Duration("failedFor", time.Since(since)), zap.NamedError("previousError", lastErr))
 		e.registry.healthChanged(e)
@@ -332,16 +406,16 @@ func (e *entry) listWatchSucceeded() {
 }
 
 // health returns since when the list/watch feeding the store has failed,
-// and its last error; since is zero while it works. A view's is its
-// parent's.
+// and its last error; since is zero while it works, and while the failure
+// is diagnosed. A view's is its parent's.
 func (e *entry) health() (since time.Time, err error) {
 	src := e.backing().source()
 	src.mu.Lock()
 	defer src.mu.Unlock()
-	if src.failingSince.IsZero() {
+	if src.failingSince.IsZero() || !src.announced {
 		return time.Time{}, nil
 	}
-	return src.failingSince, src.lastErr
+	return src.failingSince, src.reportedErrLocked()
 }
 
 // failure is what Store.Err returns: nil while the store works.
@@ -467,8 +541,8 @@ func (e *entry) info() StoreInfo {
 		viewOf = &src.key
 		if !e.synced.Load() {
 			src.mu.Lock()
-			if src.lastErr != nil {
-				parentErr = fmt.Errorf("its store %s: %w", src.key, src.lastErr)
+			if err := src.reportedErrLocked(); err != nil {
+				parentErr = fmt.Errorf("its store %s: %w", src.key, err)
 			}
 			src.mu.Unlock()
 		}
@@ -476,7 +550,7 @@ func (e *entry) info() StoreInfo {
 	since, failing := e.health()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	lastErr := cmp.Or(e.lastErr, parentErr, failing)
+	lastErr := cmp.Or(e.reportedErrLocked(), parentErr, failing)
 	return StoreInfo{
 		Key:       e.key,
 		ViewOf:    viewOf,
@@ -509,7 +583,7 @@ type lazyListerWatcher struct {
 	// watchRetried is called with each watch error that client-go's
 	// reflector retries without telling its watch error handler
 	// (connection refused, 429): the API server is away or overloaded.
-	watchRetried func(error)
+	watchRetried func(context.Context, error)
 	// received counts the objects listed and the watch events received.
 	received *atomic.Int64
 	// inShard is nil unless the store is sharded; outsideShard is called
@@ -562,7 +636,7 @@ func (l *lazyListerWatcher) WatchWithContext(ctx context.Context, opts metav1.Li
 	w, err := cache.ToListerWatcherWithContext(l.ListerWatcher).WatchWithContext(ctx, opts)
 	if err != nil {
 		if l.watchRetried != nil && (utilnet.IsConnectionRefused(err) || apierrors.IsTooManyRequests(err)) {
-			l.watchRetried(err)
+			l.watchRetried(ctx, err)
 		}
 		return nil, err
 	}

@@ -42,3 +42,16 @@ func (r *Registry) Requests() int {
 	}
 	return n
 }
+
+// WithListCheck returns src, whose plain list of one object (which
+// diagnoses make) returns what check returns.
+func WithListCheck(src Source, check func(context.Context, Key) error) Source {
+	return listCheckSource{src, check}
+}
+
+type listCheckSource struct {
+	Source
+	check func(context.Context, Key) error
+}
+
+func (s listCheckSource) checkList(ctx context.Context, key Key) error { return s.check(ctx, key) }

@@ -1,8 +1,10 @@
 package fxstore_test
 
 import (
+	"context"
 	"errors"
 	"io"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -87,4 +89,74 @@ func TestStoreHealth(t *testing.T) {
 	defer restore()
 	require.Eventually(t, func() bool { return all.Err() != nil }, time.Minute, 10*time.Millisecond)
 	assert.Len(t, inAHeard.All(), 2, "an unsubscribed handler hears nothing more")
+}
+
+// A store that begins to fail with an error that does not say why (a
+// timeout) is diagnosed with a plain list of one object, once per
+// failure, before the failure is announced, and no longer than the
+// registry runs.
+func TestFailureThatDoesNotSayWhyIsDiagnosed(t *testing.T) {
+	timeout := apierrors.NewTimeoutError("Too large resource version: 12, current: 10", 1)
+	webhookDown := errors.New(`conversion webhook for example.io/v1, Kind=Widget failed: Post "https://webhook.example:9443/convert": connect: connection refused`)
+	start := func(t *testing.T, check func(context.Context, fxstore.Key) error) (*fxstore.Registry, *fxstore.Store[*corev1.ConfigMap], *fxstoretest.Source) {
+		t.Helper()
+		r := fxstore.NewRegistry(clientgoscheme.Scheme)
+		s, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{})
+		require.NoError(t, err)
+		src := fxstoretest.NewSource(clientgoscheme.Scheme, configMap("a", "x", nil, nil))
+		require.NoError(t, r.Start(t.Context(), fxstore.WithListCheck(src, check)))
+		t.Cleanup(r.Stop)
+		require.NoError(t, r.WaitForSync(t.Context()))
+		return r, s, src
+	}
+
+	t.Run("the plain list says why", func(t *testing.T) {
+		var diagnoses atomic.Int32
+		r, s, src := start(t, func(context.Context, fxstore.Key) error {
+			diagnoses.Add(1)
+			return webhookDown
+		})
+		var heard testenv.Records[error]
+		_, err := s.Subscribe(fxstore.HandlerFuncs[*corev1.ConfigMap]{HealthFunc: heard.Add})
+		require.NoError(t, err)
+
+		restore := src.Fail(timeout)
+		require.Eventually(t, func() bool { return s.Err() != nil }, time.Minute, 10*time.Millisecond)
+		assert.ErrorContains(t, s.Err(), "Too large resource version: 12, current: 10; a plain list of one object says why: "+webhookDown.Error())
+		assert.True(t, apierrors.IsTimeout(s.Err()), "the store's own error is kept: %v", s.Err())
+		assert.ErrorIs(t, r.Stores()[0].Status.LastError, webhookDown)
+		got := heard.All()
+		require.Len(t, got, 1)
+		assert.ErrorIs(t, got[0], webhookDown, "the handler hears the diagnosis")
+
+		restore()
+		require.Eventually(t, func() bool { return s.Err() == nil }, time.Minute, 10*time.Millisecond, "the store works again")
+		assert.NoError(t, r.Stores()[0].Status.LastError)
+		assert.Len(t, heard.All(), 2, "failing, then working")
+		assert.Equal(t, int32(1), diagnoses.Load(), "one diagnosis per failure")
+	})
+
+	t.Run("the diagnosis ends with the registry", func(t *testing.T) {
+		listing := make(chan struct{})
+		var ended testenv.Records[error]
+		r, s, src := start(t, func(ctx context.Context, _ fxstore.Key) error {
+			close(listing)
+			<-ctx.Done() // an API server that does not answer
+			ended.Add(ctx.Err())
+			return ctx.Err()
+		})
+		restore := src.Fail(timeout)
+		defer restore()
+		select {
+		case <-listing:
+		case <-time.After(time.Minute):
+			t.Fatal("the failure is not diagnosed")
+		}
+		assert.NoError(t, s.Err(), "a failure is not announced before it is diagnosed")
+		begin := time.Now()
+		r.Stop()
+		assert.Less(t, time.Since(begin), time.Second, "Stop does not wait for the diagnosis's bound")
+		assert.Equal(t, []error{context.Canceled}, ended.All())
+		assert.NoError(t, s.Err(), "nor announced once the store stops")
+	})
 }

@@ -440,7 +440,10 @@ type StoreInfo struct {
 type StoreStatus struct {
 	Synced       bool
 	SyncDuration time.Duration // from start to synced
-	LastError    error         // the last list/watch error, until a list or watch succeeds again
+	// LastError is the last list/watch error, until the source works
+	// again (see Store.Err). A timeout, which does not say why, comes
+	// with the error of a plain list of one object, once one is made.
+	LastError error
 	// FailingSince is when the store's list/watch began to fail, zero
 	// while it works: its objects are at least as old. A view's is its
 	// parent's. Errors that are part of a watch's life (it ended, or its
@@ -710,8 +713,16 @@ type waitState struct {
 	pending, permanent []error
 	total              int
 	delays             []string
-	// silent are the stores in pending whose list/watch reported no error.
-	silent []*StoreError
+	// silent are the stores in pending whose list/watch reported no
+	// error, or one that does not say why and was not diagnosed yet.
+	silent []silentStore
+}
+
+// silentStore is a store that did not sync without saying why, and its
+// last list/watch error, if any.
+type silentStore struct {
+	*StoreError
+	lastErr error
 }
 
 // listChecker is a Source that can list one object of a store's spec with
@@ -721,11 +732,12 @@ type listChecker interface {
 	checkList(ctx context.Context, key Key) error
 }
 
-// diagnoseSilentTimeout bounds each list diagnoseSilent makes.
+// diagnoseSilentTimeout bounds each list diagnoseSilent, and the diagnosis
+// of a store that begins to fail, makes.
 const diagnoseSilentTimeout = 5 * time.Second
 
 // diagnoseSilent lists one object of each store that did not sync without
-// a list/watch error, and gives the list's error, if any, as the cause.
+// saying why, and gives the list's error, if any, as the cause.
 func (r *Registry) diagnoseSilent(w waitState) {
 	r.mu.Lock()
 	checker, ok := r.src.(listChecker)
@@ -734,12 +746,16 @@ func (r *Registry) diagnoseSilent(w waitState) {
 		return
 	}
 	var wg sync.WaitGroup
-	for _, se := range w.silent {
+	for _, s := range w.silent {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), diagnoseSilentTimeout)
 			defer cancel()
-			if err := checker.checkList(ctx, se.Key); err != nil {
-				se.Err = fmt.Errorf("not synced; its watch reports no error, but a list fails: %w", err)
+			switch err := checker.checkList(ctx, s.Key); {
+			case err == nil:
+			case s.lastErr == nil:
+				s.Err = fmt.Errorf("not synced; its watch reports no error, but a list fails: %w", err)
+			default:
+				s.Err = notSyncedCause(&diagnosedError{err: s.lastErr, list: err})
 			}
 		})
 	}
@@ -763,8 +779,8 @@ func (r *Registry) waiting(key *Key) waitState {
 		}
 		err := &StoreError{Key: info.Key, Err: notSyncedCause(info.Status.LastError)}
 		w.pending = append(w.pending, err)
-		if info.Status.LastError == nil {
-			w.silent = append(w.silent, err)
+		if lastErr := info.Status.LastError; lastErr == nil || unexplained(lastErr) && !errors.As(lastErr, new(*diagnosedError)) {
+			w.silent = append(w.silent, silentStore{err, lastErr})
 		}
 		if isPermanent(info.Status.LastError) {
 			w.permanent = append(w.permanent, err)
@@ -791,6 +807,20 @@ func isPermanent(err error) bool {
 	var bind *bindError
 	return err != nil && (errors.As(err, &bind) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) ||
 		apierrors.IsNotFound(err) || apierrors.IsBadRequest(err) || apierrors.IsMethodNotSupported(err))
+}
+
+// goDiagnose runs diagnose, which lists through c, on a goroutine of the
+// registry, unless the registry has stopped or its source cannot list
+// plainly. It reports whether diagnose runs. Stop waits for it.
+func (r *Registry) goDiagnose(diagnose func(c listChecker)) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.src.(listChecker)
+	if !ok || r.stopped {
+		return false
+	}
+	r.wg.Go(func() { diagnose(c) })
+	return true
 }
 
 // healthChanged tells the health handlers of e, and of the stores served

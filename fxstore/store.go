@@ -71,6 +71,11 @@ func (s *Store[T]) WaitForSync(ctx context.Context) error {
 // *StoreError wrapping a *FailingError: the store keeps serving the
 // objects it held, which grow stale while it retries. Before its first
 // sync, Err says why a store cannot sync, if its list fails.
+//
+// An error that does not say why, such as the timeouts a watch gets when a
+// conversion webhook fails, is diagnosed first: Err turns non-nil up to 5
+// seconds later, with the error of a plain list of one object, which names
+// the webhook.
 func (s *Store[T]) Err() error { return s.e.failure() }
 
 // Informer returns the shared informer behind the store, to feed
