@@ -20,9 +20,10 @@
 // ErrNotSynced rather than a partial answer.
 //
 // A store whose list/watch fails after start (access revoked, its kind
-// gone, the API server away) keeps serving what it held while it retries.
-// Store.Err says since when and why; a handler given to Subscribe that
-// implements HealthHandler hears the failure and the recovery.
+// gone, its conversion webhook down, the API server away) keeps serving
+// what it held while it retries. Store.Err says since when and why; a
+// handler given to Subscribe that implements HealthHandler hears the
+// failure and the recovery.
 //
 // Reads return the cached objects without copying them. They are shared by
 // every consumer: never modify one; DeepCopy it first.

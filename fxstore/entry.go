@@ -182,7 +182,7 @@ func funcIdentity(fn any) string {
 func (e *entry) bind(b Binding, now time.Time) {
 	e.lw.ListerWatcher = b.ListerWatcher
 	e.lw.succeeded = e.listWatchSucceeded
-	e.lw.watchRetried = func(ctx context.Context, err error) { e.watchError(ctx, nil, err) }
+	e.lw.failed = func(ctx context.Context, err error) { e.watchError(ctx, nil, err) }
 	e.lw.received = &e.received
 	// Keys hold canonical shard selectors, which parse.
 	e.lw.inShard, _ = shardMatcher(e.key)
@@ -379,15 +379,23 @@ func unexplained(err error) bool {
 // isRoutine reports list/watch errors that are part of a watch's life: it
 // ended (its timeout, or a proxy closing it), or must list again (its
 // resource version expired), or the store stops. client-go's default
-// watch error handler logs these at debug levels too.
+// watch error handler logs these at debug levels too. So is the error
+// event client-go makes of a watch stream that broke (such as when the
+// store stops it): the reflector watches again at once, and an API server
+// that is away refuses that.
 func isRoutine(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		apierrors.IsResourceExpired(err) || apierrors.IsGone(err)
+		apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || apierrors.HasStatusCause(err, clientWatchDecoding)
 }
 
+// clientWatchDecoding is the cause client-go's REST client gives the error
+// event it makes when it cannot read a watch stream.
+const clientWatchDecoding metav1.CauseType = "ClientWatchDecoding"
+
 // listWatchSucceeded clears the last list/watch error once the source
-// accepts a list or watch again, so that a store that has recovered, such as
-// one whose CRD was deleted and created again, no longer reports an error.
+// works again (see lazyListerWatcher.succeeded), so that a store that has
+// recovered, such as one whose CRD was deleted and created again, no longer
+// reports an error.
 func (e *entry) listWatchSucceeded() {
 	e.mu.Lock()
 	lastErr, announced := e.reportedErrLocked(), e.announced
@@ -576,14 +584,25 @@ func (e *entry) info() StoreInfo {
 // in the queue's Replace). For a sharded store it drops the objects outside
 // the shard, which the API server sends when it does not apply shard
 // selectors.
+//
+// It also reports the errors that client-go's reflector handles without
+// telling its watch error handler, and when the source works again.
 type lazyListerWatcher struct {
 	cache.ListerWatcher
-	// succeeded is called after each list and watch the source accepts.
+	// succeeded is called when the source works: after each list it
+	// answers, and after each watch it accepts, unless the last watch ended
+	// on an error event; then on the first event a watch delivers.
 	succeeded func()
-	// watchRetried is called with each watch error that client-go's
-	// reflector retries without telling its watch error handler
-	// (connection refused, 429): the API server is away or overloaded.
-	watchRetried func(context.Context, error)
+	// failed is called with each error the reflector retries without
+	// telling its watch error handler: a watch refused with connection
+	// refused or 429 (the API server is away or overloaded), and each error
+	// event a watch delivers that is not routine (see isRoutine).
+	failed func(context.Context, error)
+	// errorEvent is set while the last watch ended on an error event. The
+	// reflector watches again at once, and the API server accepts a watch
+	// it then ends with the same error, such as when a conversion webhook
+	// fails: accepting it is no sign of recovery.
+	errorEvent atomic.Bool
 	// received counts the objects listed and the watch events received.
 	received *atomic.Int64
 	// inShard is nil unless the store is sharded; outsideShard is called
@@ -603,6 +622,7 @@ func (l *lazyListerWatcher) ListWithContext(ctx context.Context, opts metav1.Lis
 			return nil, err
 		}
 	}
+	l.errorEvent.Store(false)
 	if l.succeeded != nil {
 		l.succeeded()
 	}
@@ -635,15 +655,38 @@ func (l *lazyListerWatcher) keepShard(list k8sruntime.Object) error {
 func (l *lazyListerWatcher) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	w, err := cache.ToListerWatcherWithContext(l.ListerWatcher).WatchWithContext(ctx, opts)
 	if err != nil {
-		if l.watchRetried != nil && (utilnet.IsConnectionRefused(err) || apierrors.IsTooManyRequests(err)) {
-			l.watchRetried(ctx, err)
+		if l.failed != nil && (utilnet.IsConnectionRefused(err) || apierrors.IsTooManyRequests(err)) {
+			l.failed(ctx, err)
 		}
 		return nil, err
 	}
-	if l.succeeded != nil {
+	if !l.errorEvent.Load() && l.succeeded != nil {
 		l.succeeded()
 	}
-	return newReceivingWatch(w, l), nil
+	return newReceivingWatch(ctx, w, l), nil
+}
+
+// delivered records that a watch delivered an event of the source: after
+// an error event, the source works again.
+func (l *lazyListerWatcher) delivered() {
+	// Load first: most events find it unset, and a swap writes.
+	if l.errorEvent.Load() && l.errorEvent.CompareAndSwap(true, false) && l.succeeded != nil {
+		l.succeeded()
+	}
+}
+
+// errorEventReceived reports the error of an error event, unless it is
+// routine. A watch that ends on one makes the reflector watch again (or
+// list, or stream its list again) without telling its watch error handler.
+func (l *lazyListerWatcher) errorEventReceived(ctx context.Context, ev watch.Event) {
+	err := apierrors.FromObject(ev.Object)
+	if isRoutine(err) || ctx.Err() != nil {
+		return
+	}
+	l.errorEvent.Store(true)
+	if l.failed != nil {
+		l.failed(ctx, err)
+	}
 }
 
 // IsWatchListSemanticsUnSupported passes on whether the bound source can
@@ -653,9 +696,10 @@ func (l *lazyListerWatcher) IsWatchListSemanticsUnSupported() bool {
 }
 
 // receivingWatch passes a watch's events on, counting those that carry an
-// object of the store (not bookmarks or errors) and dropping those outside
-// a sharded store's shard. Unlike watch.Filter, its goroutine ends when the
-// watch is stopped even if no one reads any more.
+// object of the store (not bookmarks or errors), dropping those outside a
+// sharded store's shard, and telling its lazyListerWatcher of events and
+// error events. Unlike watch.Filter, its goroutine ends when the watch is
+// stopped even if no one reads any more.
 type receivingWatch struct {
 	in       watch.Interface
 	out      chan watch.Event
@@ -663,16 +707,24 @@ type receivingWatch struct {
 	stopOnce sync.Once
 }
 
-func newReceivingWatch(in watch.Interface, l *lazyListerWatcher) *receivingWatch {
+func newReceivingWatch(ctx context.Context, in watch.Interface, l *lazyListerWatcher) *receivingWatch {
 	w := &receivingWatch{in: in, out: make(chan watch.Event), stopped: make(chan struct{})}
 	go func() {
 		defer close(w.out)
 		for ev := range in.ResultChan() {
-			if ev.Type == watch.Added || ev.Type == watch.Modified || ev.Type == watch.Deleted {
+			switch ev.Type {
+			case watch.Added, watch.Modified, watch.Deleted:
 				l.received.Add(1)
+				l.delivered()
 				if l.inShard != nil && !l.inShard(ev.Object) {
 					l.outsideShard()
 					continue
+				}
+			case watch.Bookmark:
+				l.delivered()
+			case watch.Error:
+				if !w.isStopped() {
+					l.errorEventReceived(ctx, ev)
 				}
 			}
 			select {
@@ -687,6 +739,17 @@ func newReceivingWatch(in watch.Interface, l *lazyListerWatcher) *receivingWatch
 
 // ResultChan implements watch.Interface.
 func (w *receivingWatch) ResultChan() <-chan watch.Event { return w.out }
+
+// isStopped reports whether the watch was stopped: an error event after
+// that is of the stream that broke as it closed.
+func (w *receivingWatch) isStopped() bool {
+	select {
+	case <-w.stopped:
+		return true
+	default:
+		return false
+	}
+}
 
 // Stop implements watch.Interface.
 func (w *receivingWatch) Stop() {

@@ -20,9 +20,9 @@ import (
 )
 
 // A store of a kind whose conversion webhook does not answer cannot sync:
-// its streamed initial list stalls and reports no error. The start's
-// diagnosis lists one object plainly, and names the webhook and why it
-// failed, where it said "no list/watch error reported".
+// its streamed initial list gets only "Too large resource version", which
+// does not say why. The start's diagnosis lists one object plainly, and
+// names the webhook and why it failed.
 func TestConversionWebhookDownAtStart(t *testing.T) {
 	hooks, _ := setUp(t, "conversion-down") // the webhook's server is never started
 	const syncTimeout = 5 * time.Second
@@ -39,7 +39,8 @@ func TestConversionWebhookDownAtStart(t *testing.T) {
 	err := app.Start(t.Context())
 	require.Error(t, err)
 	t.Log(err)
-	assert.Contains(t, err.Error(), "store Widget.webhooks.example.fxkube.io/v2 (all namespaces): not synced; its watch reports no error, but a list fails")
+	assert.Contains(t, err.Error(), "store Widget.webhooks.example.fxkube.io/v2 (all namespaces): not synced; last list/watch error: Timeout: Too large resource version")
+	assert.Contains(t, err.Error(), "a plain list of one object says why")
 	assert.Contains(t, err.Error(), "conversion webhook for webhooks.example.fxkube.io/v1, Kind=Widget failed")
 	assert.Contains(t, err.Error(), fmt.Sprintf("https://%s:%d/convert", hooks.LocalServingHost, hooks.LocalServingPort), "the webhook's address")
 	assert.Contains(t, err.Error(), "connection refused")
