@@ -153,7 +153,7 @@ func (a *app) logger() (*zap.Logger, error) {
 	if err != nil {
 		return nil, err
 	}
-	lifecycle.RedirectLogs(log)
+	redirectLogs(log)
 	return log.Named(a.name), nil
 }
 
@@ -170,7 +170,7 @@ func (a *app) newLogger() (*zap.Logger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--log-level: %w", err)
 	}
-	return lifecycle.NewLogger(lifecycle.LogOptions{Level: level, Format: a.flags.logFormat})
+	return buildLogger(level, a.flags.logFormat)
 }
 
 // firstChanged returns the first of names that was given, or "".

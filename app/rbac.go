@@ -118,7 +118,7 @@ func (a *app) rbac(saNamespace, saName string, mapper meta.RESTMapper) ([]any, e
 		infos = append(infos, info)
 	}
 	for _, info := range infos {
-		for _, w := range append(info.Writes, fxcontroller.EventsWrite) {
+		for _, w := range append(info.Writes, eventsWrite) {
 			cluster.add(w.Resource, w.Verbs...)
 		}
 	}
@@ -135,7 +135,7 @@ func (a *app) rbac(saNamespace, saName string, mapper meta.RESTMapper) ([]any, e
 		// The coordinator watches its group's Leases, takes and renews
 		// bucket Leases, and deletes its member Lease (and crashed
 		// members').
-		ns := cmp.Or(shards.Namespace(), saNamespace)
+		ns := cmp.Or(shards.Info().Namespace, saNamespace)
 		if inNamespace[ns] == nil {
 			inNamespace[ns] = rbacScope{}
 		}
@@ -198,6 +198,10 @@ func (a *app) metricsRBAC(subject []rbacv1.Subject) []any {
 func rbacTypeMeta(kind string) metav1.TypeMeta {
 	return metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: kind}
 }
+
+// eventsWrite is what every controller's event recorder needs: Events are
+// created, and series of them patched. Controllers need not declare it.
+var eventsWrite = fxcontroller.Write{Resource: schema.GroupResource{Group: "events.k8s.io", Resource: "events"}, Verbs: []string{"create", "patch"}}
 
 // coreEventsWrite is what a core/v1 event recorder needs.
 var coreEventsWrite = fxcontroller.Write{Resource: schema.GroupResource{Resource: "events"}, Verbs: []string{"create", "patch"}}

@@ -41,7 +41,7 @@ const (
 	shardApp       = "fxkube-bench-shards"
 	// shardWindow is how long the replicas run once stable before their
 	// heap is read, to count their steady requests: 10 RetryPeriods.
-	shardWindow = 10 * fxshard.DefaultRetryPeriod
+	shardWindow = 10 * 2 * time.Second // fxshard.Config.RetryPeriod's default
 )
 
 var (

@@ -167,7 +167,7 @@ type Info struct {
 	// Secondary are the stores of its Watches options, in order.
 	Secondary []fxstore.Key
 	// Writes are what it declared with Writes, in order. Every controller
-	// also needs EventsWrite.
+	// also creates and patches events.k8s.io Events, undeclared.
 	Writes []Write
 	// NeedsLeader reports whether it runs only on the leader.
 	NeedsLeader bool

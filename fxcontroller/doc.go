@@ -75,5 +75,6 @@
 //
 // Info reports a controller's name, stores and declared writes, from which
 // the app's describe and rbac commands work: rbac grants list and watch on
-// every store, the writes declared with Writes, and EventsWrite.
+// every store, the writes declared with Writes, and what event recorders
+// need.
 package fxcontroller

@@ -33,6 +33,7 @@ import (
 	"github.com/fxkube/fxkube/connection"
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/internal/caller"
+	"github.com/fxkube/fxkube/internal/contract"
 	"github.com/fxkube/fxkube/lifecycle"
 )
 
@@ -55,7 +56,7 @@ import (
 // indexes scoped by namespace) and writes through the app's one connection.
 // Controllers built with ctrl.NewControllerManagedBy, and runnables passed
 // to mgr.Add, run under the app's lifecycle, in the groups of
-// controller-runtime's manager (see lifecycle.RunnablesGroup): a cache or
+// controller-runtime's manager (see lifecycle.Runnables): a cache or
 // cluster the operator adds starts with the stores, and its controllers'
 // stores and caches sync with every other store before any controller
 // starts; they run on the leader unless they say otherwise, and they stop
@@ -139,7 +140,7 @@ func (h *Hosted) Declare(ctx context.Context) error {
 	errs := make([]error, len(names)) // by controller, in order
 	var wg sync.WaitGroup
 	for i, name := range names {
-		w, ok := h.controllers[name].(lifecycle.WarmupRunnable)
+		w, ok := h.controllers[name].(contract.WarmupRunnable)
 		if !ok {
 			continue
 		}
@@ -174,15 +175,15 @@ type namedController struct {
 	operator, name string
 }
 
-var _ lifecycle.WarmupRunnable = namedController{}
+var _ contract.WarmupRunnable = namedController{}
 
 func (c namedController) String() string {
 	return fmt.Sprintf("controller %q of hosted operator %q", c.name, c.operator)
 }
 
-// Warmup implements lifecycle.WarmupRunnable.
+// Warmup implements contract.WarmupRunnable.
 func (c namedController) Warmup(ctx context.Context) error {
-	if w, ok := c.hostedController.(lifecycle.WarmupRunnable); ok {
+	if w, ok := c.hostedController.(contract.WarmupRunnable); ok {
 		return w.Warmup(ctx)
 	}
 	return nil
@@ -416,7 +417,7 @@ func (m *hostedManager) GetEventRecorderFor(name string) record.EventRecorder {
 }
 
 // Add runs r under the app's lifecycle, in the group controller-runtime's
-// manager would put it in (see lifecycle.RunnablesGroup): a cache or
+// manager would put it in (see lifecycle.Runnables): a cache or
 // cluster with the stores, a server before them, anything else after
 // every store has synced, on the leader unless r implements
 // manager.LeaderElectionRunnable and says otherwise.

@@ -123,7 +123,7 @@ type collectResult struct {
 
 	Controllers Controllers
 	Hosted      HostedOperators
-	// The value group lifecycle.RunnablesGroup, which the app's lifecycle
+	// The value group contract.RunnablesGroup, which the app's lifecycle
 	// starts.
 	Runnables []manager.Runnable `group:"fxkube.runnables,flatten"`
 }

@@ -210,17 +210,11 @@ func (w Write) String() string {
 	return fmt.Sprintf("%s (%s)", w.Resource, strings.Join(w.Verbs, ","))
 }
 
-// EventsWrite is what every controller's event recorder needs: Events are
-// created, and series of them patched. Controllers need not declare it.
-var EventsWrite = Write{
-	Resource: schema.GroupResource{Group: "events.k8s.io", Resource: "events"},
-	Verbs:    []string{"create", "patch"},
-}
-
 // Writes declares that the controller's reconciler writes resource with
 // verbs, for example Writes(corev1.Resource("configmaps"), "update",
 // "patch"). The app's rbac command grants what controllers declare, in
-// addition to list and watch on their stores and EventsWrite. Declare direct
+// addition to list and watch on their stores and what their event recorder
+// needs (create and patch events.k8s.io Events). Declare direct
 // reads through the client (such as "get") the same way.
 func Writes(resource schema.GroupResource, verbs ...string) interface {
 	Option

@@ -46,6 +46,6 @@ func TestOptionsPrintTheirCall(t *testing.T) {
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, tt.give.String())
 	}
-	var _ []fxcontroller.Option = []fxcontroller.Option{both[0], both[1], both[2], both[3]}
-	var _ []fxcontroller.HostedOption = []fxcontroller.HostedOption{both[0], both[1], both[2], both[3]}
+	_ = []fxcontroller.Option{both[0], both[1], both[2], both[3]}
+	_ = []fxcontroller.HostedOption{both[0], both[1], both[2], both[3]}
 }

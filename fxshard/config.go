@@ -68,9 +68,9 @@ type Config struct {
 
 // Defaults of Config's timings, controller-runtime's leader election's.
 const (
-	DefaultLeaseDuration = 15 * time.Second
-	DefaultRenewDeadline = 10 * time.Second
-	DefaultRetryPeriod   = 2 * time.Second
+	defaultLeaseDuration = 15 * time.Second
+	defaultRenewDeadline = 10 * time.Second
+	defaultRetryPeriod   = 2 * time.Second
 )
 
 // withDefaults returns c with its defaults filled in, or every problem with
@@ -105,9 +105,9 @@ func (c Config) withDefaults() (Config, error) {
 		value *time.Duration
 		def   time.Duration
 	}{
-		{"Config.LeaseDuration", &c.LeaseDuration, DefaultLeaseDuration},
-		{"Config.RenewDeadline", &c.RenewDeadline, DefaultRenewDeadline},
-		{"Config.RetryPeriod", &c.RetryPeriod, DefaultRetryPeriod},
+		{"Config.LeaseDuration", &c.LeaseDuration, defaultLeaseDuration},
+		{"Config.RenewDeadline", &c.RenewDeadline, defaultRenewDeadline},
+		{"Config.RetryPeriod", &c.RetryPeriod, defaultRetryPeriod},
 	} {
 		if *d.value < 0 {
 			errs = append(errs, fmt.Errorf("%s is %v; set it above 0, or to 0 for the default %v", d.name, *d.value, d.def))

@@ -55,8 +55,11 @@ type Coordinator struct {
 	started atomic.Bool
 	member  *resourcelock.LeaseLock
 	joined  metav1.Time
-	// inGroup is true from the end of the first rebalance to the start of
-	// leave (see InGroup).
+	// inGroup is true while this replica is a member of the group: from
+	// the end of its first rebalance (its member Lease written, the
+	// group's Leases read, the free buckets of its share tried once) to
+	// the start of leave. Until then, the buckets it holds (none) say
+	// nothing of its share.
 	inGroup atomic.Bool
 
 	changed chan struct{} // a Lease changed; holds at most one signal
@@ -190,12 +193,6 @@ func (c *Coordinator) Members() []string {
 	defer c.mu.Unlock()
 	return slices.Clone(c.members)
 }
-
-// InGroup reports whether this replica is a member of the group: it has
-// written its member Lease, read the group's Leases and tried once to take
-// the free buckets of its share, and has not begun to leave. Until then,
-// the buckets it holds (none) say nothing of its share.
-func (c *Coordinator) InGroup() bool { return c.inGroup.Load() }
 
 // Handovers returns the counts of buckets acquired, released and lost here.
 func (c *Coordinator) Handovers() Handovers {

@@ -232,8 +232,8 @@ func TestDeletedLeases(t *testing.T) {
 	deleted := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	assert.False(t, c.takeable(3, deleted.Add(DefaultLeaseDuration-5*time.Millisecond)), "LeaseDuration counts from the deletion")
-	assert.True(t, c.takeable(3, deleted.Add(DefaultLeaseDuration+time.Millisecond)))
+	assert.False(t, c.takeable(3, deleted.Add(defaultLeaseDuration-5*time.Millisecond)), "LeaseDuration counts from the deletion")
+	assert.True(t, c.takeable(3, deleted.Add(defaultLeaseDuration+time.Millisecond)))
 	live, _ = c.liveMembers(deleted)
 	assert.Equal(t, []string{"replica-a"}, live)
 }

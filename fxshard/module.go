@@ -17,6 +17,7 @@ import (
 
 	"github.com/fxkube/fxkube/connection"
 	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/internal/contract"
 	"github.com/fxkube/fxkube/internal/podnamespace"
 	"github.com/fxkube/fxkube/lifecycle"
 )
@@ -33,8 +34,8 @@ import (
 var Module = fx.Module("fxshard",
 	fx.Provide(
 		newShards,
-		fx.Annotate(func(s *Shards) manager.Runnable { return s }, fx.ResultTags(`group:"`+lifecycle.RunnablesGroup+`"`)),
-		fx.Annotate(readiness, fx.ResultTags(`group:"`+lifecycle.ChecksGroup+`"`)),
+		fx.Annotate(func(s *Shards) manager.Runnable { return s }, fx.ResultTags(`group:"`+contract.RunnablesGroup+`"`)),
+		fx.Annotate(readiness, fx.ResultTags(`group:"`+contract.ChecksGroup+`"`)),
 	),
 	fx.Invoke(checkAtStart),
 )
@@ -69,8 +70,8 @@ func checkAtStart(lc fx.Lifecycle, s *Shards, conn *connection.Connection) {
 // Config.Logger to the app's.
 func Options(cfg Config) fx.Option { return fx.Options(fx.Supply(cfg), Module) }
 
-// Params are what Module needs from the graph.
-type Params struct {
+// params are what Module needs from the graph.
+type params struct {
 	fx.In
 
 	Config     Config `optional:"true"`
@@ -83,7 +84,7 @@ type Params struct {
 // Coordinator is an error only for an app that asks for a sharded store:
 // For returns it. No namespace for the Leases (outside a cluster, without
 // --shard-namespace) is one only when such an app starts.
-func newShards(p Params) *Shards {
+func newShards(p params) *Shards {
 	cfg := p.Config
 	if cfg.Logger == nil && p.Logger != nil {
 		cfg.Logger = p.Logger.Named("fxshard")
@@ -160,7 +161,7 @@ func (s *Shards) used() bool {
 func readiness(s *Shards) lifecycle.Check {
 	return lifecycle.Check{Name: "shards", Readiness: true, Checker: func(*http.Request) error {
 		info := s.Info()
-		if len(info.Stores) > 0 && !s.coordinator.InGroup() {
+		if len(info.Stores) > 0 && !s.coordinator.inGroup.Load() {
 			return fmt.Errorf("not in group %s yet: this replica has not taken its share of the buckets", info.Group)
 		}
 		var errs []error

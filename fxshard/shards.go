@@ -52,14 +52,12 @@ type sharded interface {
 	release(bucket int) error
 }
 
-var _ Handler = (*Shards)(nil)
-
 // NewShards returns the Shards of a replica, whose Coordinator takes
 // buckets through client's Leases as cfg says, for the sharded stores of
 // registry. Run runs it.
 func NewShards(registry *fxstore.Registry, client kubernetes.Interface, cfg Config) (*Shards, error) {
 	s := &Shards{registry: registry, checked: make(map[schema.GroupKind]bool)}
-	c, err := New(client, s, cfg)
+	c, err := New(client, HandlerFuncs{AcquiredFunc: s.acquired, ReleasingFunc: s.releasing}, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -70,10 +68,13 @@ func NewShards(registry *fxstore.Registry, client kubernetes.Interface, cfg Conf
 // Info describes a replica's sharding.
 type Info struct {
 	// Group is the Leases' namespace and name, "namespace/name"; Buckets
-	// how many there are; Owned those this replica holds now.
-	Group   string
-	Buckets int
-	Owned   []int
+	// how many there are; Owned those this replica holds now. Namespace
+	// is the Leases' namespace, "" when it is not known (outside a
+	// cluster, without --shard-namespace).
+	Group     string
+	Namespace string
+	Buckets   int
+	Owned     []int
 	// Stores are the sharded stores, by the keys of their whole specs.
 	Stores []StoreInfo
 	// Err is why the replica cannot shard, when it cannot.
@@ -92,7 +93,8 @@ type StoreInfo struct {
 func (s *Shards) Info() Info {
 	var info Info
 	if c := s.coordinator; c != nil {
-		info.Group, info.Buckets, info.Owned = s.Namespace()+"/"+c.cfg.Name, c.Buckets().Len(), c.Owned()
+		info.Namespace = s.namespace()
+		info.Group, info.Buckets, info.Owned = info.Namespace+"/"+c.cfg.Name, c.Buckets().Len(), c.Owned()
 	}
 	info.Err = errors.Join(s.err, s.namespaceErr)
 	s.mu.Lock()
@@ -103,9 +105,9 @@ func (s *Shards) Info() Info {
 	return info
 }
 
-// Namespace returns the namespace of the group's Leases; "" when it is
-// not known (outside a cluster, without --shard-namespace).
-func (s *Shards) Namespace() string {
+// namespace returns the namespace of the group's Leases; "" when it is
+// not known.
+func (s *Shards) namespace() string {
 	if s.coordinator == nil || s.namespaceErr != nil {
 		return ""
 	}
@@ -207,10 +209,10 @@ func (s *Shards) resource(key fxstore.Key) schema.GroupResource {
 	return plural.GroupResource()
 }
 
-// Acquired implements Handler: every sharded store asks for the bucket's
+// acquired is the Coordinator's Handler.Acquired: every sharded store asks for the bucket's
 // store, and every sharded controller may reconcile its keys once that
 // has synced.
-func (s *Shards) Acquired(bucket int) {
+func (s *Shards) acquired(bucket int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, g := range s.gates {
@@ -223,9 +225,9 @@ func (s *Shards) Acquired(bucket int) {
 	}
 }
 
-// Releasing implements Handler: every sharded controller drains the
+// releasing is the Coordinator's Handler.Releasing: every sharded controller drains the
 // bucket, then every sharded store drops its store.
-func (s *Shards) Releasing(ctx context.Context, bucket int) {
+func (s *Shards) releasing(ctx context.Context, bucket int) {
 	s.mu.Lock()
 	gates, stores := append([]*gate(nil), s.gates...), append([]sharded(nil), s.stores...)
 	s.mu.Unlock()

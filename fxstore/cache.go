@@ -447,7 +447,7 @@ func (c *registryCache) kind(k cacheKind) (*cachedKind, error) {
 		if k.proj != Typed {
 			spec.Kind = k.gvk
 		}
-		s, err := ForObject(c.registry, example, spec, opts...)
+		s, err := forObject(c.registry, example, spec, opts...)
 		if err != nil {
 			return nil, err
 		}
@@ -843,7 +843,7 @@ func (c *registryCache) IndexField(_ context.Context, obj client.Object, field s
 	defer c.mu.Unlock()
 	name := indexName(field, extract)
 	for _, ns := range ck.stores {
-		if _, err := ForObject(c.registry, ck.example, ns.spec, WithConsumer(c.consumer), fieldIndexNamed(name, extract, indexFieldCall(field, extract)), indexOnly); err != nil {
+		if _, err := forObject(c.registry, ck.example, ns.spec, WithConsumer(c.consumer), fieldIndexNamed(name, extract, indexFieldCall(field, extract)), indexOnly); err != nil {
 			return err
 		}
 	}

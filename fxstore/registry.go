@@ -102,20 +102,14 @@ func For[T client.Object](r *Registry, spec Spec, opts ...Option) (*Store[T], er
 	return &Store[T]{e: e}, nil
 }
 
-// ForObject is For for a type known only at run time: the store holds
-// objects of example's type (for unstructured and metadata-only stores,
-// spec.Kind names the kind). Adapters such as a controller-runtime cache use
-// it; modules use For.
-func ForObject(r *Registry, example client.Object, spec Spec, opts ...Option) (*Store[client.Object], error) {
+// forObject is For for a type known only at run time, as the cache's
+// kinds are: the store holds objects of example's type (for unstructured
+// and metadata-only stores, spec.Kind names the kind). The cache always
+// names its consumer.
+func forObject(r *Registry, example client.Object, spec Spec, opts ...Option) (*Store[client.Object], error) {
 	var req request
 	for _, o := range opts {
 		o.applyTo(&req)
-	}
-	if !req.named {
-		req.consumer = caller.Name(1)
-	}
-	if example == nil {
-		return nil, errors.New("fxstore.ForObject: example object is nil")
 	}
 	e, err := r.register(reflect.TypeOf(example), spec, req)
 	if err != nil {

@@ -17,8 +17,8 @@
 //  4. Start the runnables that run a cache of their own (a cache.Cache, a
 //     cluster.Cluster, anything with GetCache).
 //  5. Warm up the runnables that ask for their stores only as they start
-//     their sources (WarmupRunnable: hosted controller-runtime
-//     controllers). Their stores start then, through the same pre-flight.
+//     their sources (a Warmup(ctx) error method: hosted
+//     controller-runtime controllers). Their stores start then, through the same pre-flight.
 //  6. Wait until every store and cache has synced and every warm-up is
 //     done, bounded by Config.SyncTimeout.
 //  7. Acquire leadership, if enabled.

@@ -22,31 +22,9 @@ import (
 
 	"github.com/fxkube/fxkube/connection"
 	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/internal/contract"
 	"github.com/fxkube/fxkube/internal/grace"
 )
-
-// RunnablesGroup is the fx value group of manager.Runnable values that
-// lifecycle runs, grouped as controller-runtime's manager groups what it
-// is given: servers before any store lists, caches with the stores (their
-// sync is waited for), and the rest, controllers among them, after every
-// store has synced (on the leader, when leader election is on, unless the
-// runnable implements manager.LeaderElectionRunnable and returns false).
-// The rest stop first. fxcontroller adds its controllers to it.
-const RunnablesGroup = "fxkube.runnables"
-
-// WarmupRunnable is a runnable that starts part of its work before the app
-// starts runnables: lifecycle calls Warmup once every store and cache has
-// started, on every replica, and waits for it, with every store's sync, before it
-// takes leadership and starts runnables. controller-runtime's controllers
-// with EnableWarmup are WarmupRunnables (its manager's warmup contract):
-// they start their sources, and so ask for their stores, then.
-type WarmupRunnable interface {
-	Warmup(ctx context.Context) error
-}
-
-// ChecksGroup is the fx value group of Checks that lifecycle serves on its
-// probe endpoints.
-const ChecksGroup = "fxkube.checks"
 
 // Check is a named health or readiness check served on the app's probe
 // endpoints, as a controller-runtime manager's AddHealthzCheck and
@@ -63,17 +41,28 @@ type Check struct {
 func Checks(checks ...Check) fx.Option {
 	opts := make([]fx.Option, len(checks))
 	for i, c := range checks {
-		opts[i] = fx.Supply(fx.Annotated{Group: ChecksGroup, Target: c})
+		opts[i] = fx.Supply(fx.Annotated{Group: contract.ChecksGroup, Target: c})
 	}
 	return fx.Options(opts...)
 }
 
-// Runnables adds runnables to the app, started and stopped in the groups
-// RunnablesGroup describes. Use manager.RunnableFunc for a function.
+// Runnables adds runnables to the app, grouped as controller-runtime's
+// manager groups what it is given:
+//
+//   - servers (manager.Server, webhook.Server) serve before any store lists;
+//   - caches (cache.Cache, cluster.Cluster) start with the stores, and the
+//     start waits for their sync;
+//   - the rest, controllers among them, start once every store has synced,
+//     on the leader when leader election is on (unless NeedLeaderElection
+//     says otherwise), and stop first.
+//
+// A runnable with a Warmup(ctx) error method, as controller-runtime's
+// controllers with EnableWarmup have, is warmed up before the barrier.
+// Use manager.RunnableFunc for a function.
 func Runnables(runnables ...manager.Runnable) fx.Option {
 	opts := make([]fx.Option, len(runnables))
 	for i, rn := range runnables {
-		opts[i] = fx.Provide(fx.Annotate(func() manager.Runnable { return rn }, fx.ResultTags(`group:"`+RunnablesGroup+`"`)))
+		opts[i] = fx.Provide(fx.Annotate(func() manager.Runnable { return rn }, fx.ResultTags(`group:"`+contract.RunnablesGroup+`"`)))
 	}
 	return fx.Options(opts...)
 }
@@ -143,8 +132,8 @@ func orNop(l *zap.Logger) *zap.Logger {
 	return l
 }
 
-// Params are what Module needs from the graph.
-type Params struct {
+// params are what Module needs from the graph.
+type params struct {
 	fx.In
 
 	Config     Config                 `optional:"true"`
@@ -162,7 +151,7 @@ type Params struct {
 	Interrupt  Interrupt `optional:"true"`
 }
 
-func register(p Params) {
+func register(p params) {
 	r := &runner{
 		cfg:        p.Config.withDefaults(),
 		conn:       p.Connection,

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/internal/contract"
 	"github.com/fxkube/fxkube/internal/storehooks"
 )
 
@@ -133,12 +134,12 @@ func (r *runner) startCaches(errs *startErrors) {
 }
 
 // warmUp warms up, in the background, the runnables that implement
-// WarmupRunnable, such as hosted controller-runtime controllers, which ask
+// contract.WarmupRunnable, such as hosted controller-runtime controllers, which ask
 // for their stores only as they start their sources: each holds back the
 // registry's sync (a Delay) until it is done. Their errors go to errs.
 func (r *runner) warmUp(errs *startErrors) {
 	for _, rn := range r.runnables.others {
-		w, ok := rn.(WarmupRunnable)
+		w, ok := rn.(contract.WarmupRunnable)
 		if !ok {
 			continue
 		}

@@ -16,9 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
 )
 
-// WebhooksGroup is the fx value group of WebhookHandlers that the app's
+// webhooksGroup is the fx value group of WebhookHandlers that the app's
 // webhook server serves.
-const WebhooksGroup = "fxkube.webhooks"
+const webhooksGroup = "fxkube.webhooks"
 
 // WebhookHandler is an admission or conversion webhook served at Path.
 type WebhookHandler struct {
@@ -32,7 +32,7 @@ type WebhookHandler struct {
 // values of the graph (the scheme, a client) is registered from an
 // fx.Invoke with Webhooks.Register instead.
 func Webhook(path string, handler http.Handler) fx.Option {
-	return fx.Supply(fx.Annotated{Group: WebhooksGroup, Target: WebhookHandler{Path: path, Handler: handler}})
+	return fx.Supply(fx.Annotated{Group: webhooksGroup, Target: WebhookHandler{Path: path, Handler: handler}})
 }
 
 // Webhooks is the app's admission and conversion webhook server:

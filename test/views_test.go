@@ -148,10 +148,38 @@ func checkViewsAgainstAPIServer(t *testing.T, seed uint64, soak time.Duration) {
 // viewStore is one distinct store of the test, with the spec it was first
 // asked for by.
 type viewStore struct {
-	store    *fxstore.Store[client.Object]
+	store    objectStore
 	spec     fxstore.Spec
 	metadata bool
 	sub      *viewSubscriber
+}
+
+// objectStore is a store of ConfigMaps, typed or metadata-only, read as
+// client.Objects.
+type objectStore interface {
+	String() string
+	Key() fxstore.Key
+	Informer() cache.SharedIndexInformer
+	Subscribe(h cache.ResourceEventHandler) (*fxstore.Subscription, error)
+	Count() (int, error)
+	Get(namespace, name string) (client.Object, error)
+	List(opts ...client.ListOption) ([]client.Object, error)
+}
+
+// objects reads a store of T as an objectStore.
+type objects[T client.Object] struct{ *fxstore.Store[T] }
+
+func (s objects[T]) Get(namespace, name string) (client.Object, error) {
+	return s.Store.Get(namespace, name)
+}
+
+func (s objects[T]) List(opts ...client.ListOption) ([]client.Object, error) {
+	list, err := s.Store.List(opts...)
+	out := make([]client.Object, len(list))
+	for i, o := range list {
+		out[i] = o
+	}
+	return out, err
 }
 
 var viewConfigMapKind = corev1.SchemeGroupVersion.WithKind("ConfigMap")
@@ -174,13 +202,18 @@ func requestViewStores(t *testing.T, reg *fxstore.Registry, w *viewWorld) []*vie
 	seen := make(map[fxstore.Key]bool)
 	request := func(spec fxstore.Spec, metadata bool) {
 		t.Helper()
-		var example client.Object = &corev1.ConfigMap{}
+		consumer := fxstore.WithConsumer(fmt.Sprintf("request %d", len(stores)))
+		var s objectStore
 		if metadata {
 			spec.Kind = viewConfigMapKind
-			example = &metav1.PartialObjectMetadata{}
+			st, err := fxstore.For[*metav1.PartialObjectMetadata](reg, spec, consumer)
+			require.NoError(t, err, "%+v", spec)
+			s = objects[*metav1.PartialObjectMetadata]{st}
+		} else {
+			st, err := fxstore.For[*corev1.ConfigMap](reg, spec, consumer)
+			require.NoError(t, err, "%+v", spec)
+			s = objects[*corev1.ConfigMap]{st}
 		}
-		s, err := fxstore.ForObject(reg, example, spec, fxstore.WithConsumer(fmt.Sprintf("request %d", len(stores))))
-		require.NoError(t, err, "%+v", spec)
 		if !seen[s.Key()] {
 			seen[s.Key()] = true
 			stores = append(stores, &viewStore{store: s, spec: spec, metadata: metadata})

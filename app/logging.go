@@ -1,4 +1,4 @@
-package lifecycle
+package app
 
 import (
 	"fmt"
@@ -11,37 +11,30 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
-// LogOptions configures the app's logger.
-type LogOptions struct {
-	// Level is the lowest level logged. Defaults to info.
-	Level zapcore.Level
-	// Format is "json" or "console". Defaults to "json".
-	Format string
-}
-
-// NewLogger returns a zap logger writing to stderr as opts say.
-func NewLogger(opts LogOptions) (*zap.Logger, error) {
+// buildLogger returns a zap logger writing to stderr from level up, in
+// format: "json" (the default) or "console".
+func buildLogger(level zapcore.Level, format string) (*zap.Logger, error) {
 	var cfg zap.Config
-	switch opts.Format {
+	switch format {
 	case "", "json":
 		cfg = zap.NewProductionConfig()
 	case "console":
 		cfg = zap.NewDevelopmentConfig()
 	default:
-		return nil, fmt.Errorf("unknown log format %q; use json or console", opts.Format)
+		return nil, fmt.Errorf("unknown log format %q; use json or console", format)
 	}
-	cfg.Level = zap.NewAtomicLevelAt(opts.Level)
+	cfg.Level = zap.NewAtomicLevelAt(level)
 	cfg.Sampling = nil
 	return cfg.Build()
 }
 
 var redirectOnce sync.Once
 
-// RedirectLogs routes controller-runtime's logr, client-go's klog and the
+// redirectLogs routes controller-runtime's logr, client-go's klog and the
 // standard library's log output (net/http servers' TLS handshake errors,
-// for one) through log, so every line the process prints is zap's. It affects the
-// whole process, so only its first call has an effect.
-func RedirectLogs(log *zap.Logger) {
+// for one) through log, so every line the process prints is zap's. It
+// affects the whole process, so only its first call has an effect.
+func redirectLogs(log *zap.Logger) {
 	redirectOnce.Do(func() {
 		// Unnamed, as a kubebuilder binary sets it: controller-runtime
 		// names its own loggers ("controller-runtime.metrics") and a
