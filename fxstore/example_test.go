@@ -11,6 +11,7 @@ import (
 
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/fxstore/fxstoretest"
+	"github.com/fxkube/fxkube/lifecycle"
 )
 
 // Two modules ask for ConfigMaps labelled app=web, writing the selector
@@ -32,8 +33,10 @@ func ExampleFor() {
 			return err
 		})),
 		fx.Invoke(func(r *fxstore.Registry) {
-			fmt.Printf("%d requests, %d store\n", r.Requests(), len(r.Stores()))
+			stores := r.Stores()
+			fmt.Printf("%d consumers, %d store\n", len(stores[0].Consumers), len(stores))
 		}),
+		lifecycle.Options(lifecycle.Config{MetricsBindAddress: "0", HealthProbeBindAddress: "0"}),
 	)
 	if err := app.Start(context.Background()); err != nil {
 		fmt.Println(err)
@@ -44,7 +47,7 @@ func ExampleFor() {
 	cm, err := b.Get("default", "web-config")
 	fmt.Println(a.Key(), cm.Name, err)
 	// Output:
-	// 2 requests, 1 store
+	// 2 consumers, 1 store
 	// ConfigMap/v1 (all namespaces, labels "app=web,tier=front") web-config <nil>
 }
 

@@ -22,9 +22,13 @@ import (
 	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/fxstore/fxstoretest"
+	"github.com/fxkube/fxkube/lifecycle"
 )
 
-// Module stands in for fxcontroller.Module without an API server. It
+// Module stands in for fxcontroller.Module without an API server, and
+// runs the app's lifecycle on the stores of fxstoretest.Module, its probe
+// and metrics servers off: stores start and sync when the app starts,
+// controllers run after that, and all stop when the app stops. It
 // collects the app's controllers (fxcontroller.Collect) and provides
 //
 //   - as the client.Client, the fake client behind the app's
@@ -35,11 +39,17 @@ import (
 //     so that operators hosted with fxcontroller.SetupWithManager read from
 //     their cache over the in-memory stores and write to the fake client.
 //
-// With fxstoretest.Module, which runs the app's lifecycle, controllers run as
-// they would in production:
+// With fxstoretest.Module, controllers run as they would in production:
 //
 //	fx.New(fxstoretest.Module(objs...), fxcontrollertest.Module, rollout.Module)
 var Module = fx.Options(
+	fakes,
+	lifecycle.Options(lifecycle.Config{MetricsBindAddress: "0", HealthProbeBindAddress: "0"}),
+)
+
+// fakes are Module's stand-ins, without the lifecycle: New's controllers
+// do not run.
+var fakes = fx.Options(
 	fxcontroller.Collect,
 	fx.Provide(
 		func(src *fxstoretest.Source) client.Client { return src.Client() },
@@ -130,9 +140,10 @@ type App struct {
 	recorder    *Recorder
 }
 
-// New starts an app of module, with fxstore.Module and Module, whose stores
-// hold objs, and waits for them to sync. The app logs to tb and stops when the
-// test ends. A module that fails to build fails the test.
+// New starts an app of module, with fxstore.Module and Module's fakes but
+// not its lifecycle (controllers do not run), whose stores hold objs, and
+// waits for them to sync. The app logs to tb and stops when the test ends.
+// A module that fails to build fails the test.
 //
 //	app := fxcontrollertest.New(t, rollout.Module, deployment)
 //	_, err := app.Reconcile(t.Context(), "rollout", client.ObjectKeyFromObject(deployment))
@@ -143,7 +154,7 @@ func New(tb testing.TB, module fx.Option, objs ...client.Object) *App {
 		fx.Supply(zaptest.NewLogger(tb)),
 		fxstore.Module,
 		fx.Provide(func(scheme *k8sruntime.Scheme) *fxstoretest.Source { return fxstoretest.NewSource(scheme, objs...) }),
-		Module,
+		fakes,
 		module,
 		fx.Populate(&a.controllers, &a.hosted, &a.source, &a.registry, &a.recorder),
 	)

@@ -26,6 +26,6 @@
 //		}
 //	}
 //
-// Module provides the same fakes to an app of your own; with
-// fxstoretest.Module its controllers run as in production.
+// Module provides the same fakes to an app of your own, and runs its
+// lifecycle: with fxstoretest.Module its controllers run as in production.
 package fxcontrollertest

@@ -4,5 +4,7 @@
 // A Source holds objects in a controller-runtime fake client. Stores bound to
 // it list and watch that client: what a test writes through Source.Client
 // reaches every store whose spec selects it, as it would from an API server.
-// Module wires a Source into an fx app in place of the API server.
+// Module wires a Source into an fx app in place of the API server; the
+// app's lifecycle (fxcontrollertest.Module, or lifecycle.Options) starts
+// the stores on it.
 package fxstoretest

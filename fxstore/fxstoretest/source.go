@@ -20,7 +20,6 @@ import (
 
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/internal/storehooks"
-	"github.com/fxkube/fxkube/lifecycle"
 )
 
 // Source is an in-memory fxstore.Source. It is safe for concurrent use.
@@ -417,11 +416,11 @@ func cacheKey(obj client.Object) string {
 	return obj.GetNamespace() + "/" + obj.GetName()
 }
 
-// Module runs an app's stores on an in-memory Source holding objs, in place
-// of an API server, through the same lifecycle as a real app: stores start
-// and sync when the app starts, runnables (controllers) start after that, and
-// all stop when the app stops. Probe and metrics servers are off. The Source
-// is provided too, to write objects during a test.
+// Module gives an app fxstore.Module and, as its fxstore.Source, an
+// in-memory Source holding objs, in place of an API server. The Source is
+// provided too, to write objects during a test. The app's lifecycle starts
+// the stores on it, as on an API server: fxcontrollertest.Module brings
+// one with its servers off, or add lifecycle.Options.
 func Module(objs ...client.Object) fx.Option {
 	return fx.Options(
 		fxstore.Module,
@@ -429,7 +428,6 @@ func Module(objs ...client.Object) fx.Option {
 			func(scheme *k8sruntime.Scheme) *Source { return NewSource(scheme, objs...) },
 			func(s *Source) fxstore.Source { return s },
 		),
-		lifecycle.Options(lifecycle.Config{MetricsBindAddress: "0", HealthProbeBindAddress: "0"}),
 	)
 }
 
