@@ -266,10 +266,16 @@ func (e *entry) transformObject(obj any) (any, error) {
 			m.SetGroupVersionKind(e.key.Kind)
 		}
 	}
-	if e.transform.Func == nil {
-		return obj, nil
+	if e.transform.Func != nil {
+		var err error
+		if obj, err = e.transform.Func(obj); err != nil {
+			return nil, err
+		}
 	}
-	return e.transform.Func(obj)
+	if d := e.registry.detector.Load(); d != nil {
+		d.take(e.key, obj)
+	}
+	return obj, nil
 }
 
 // droppedOutsideShard records that the source sent an object outside the

@@ -23,5 +23,6 @@ func init() {
 		Matcher:          matcherOf,
 		ListFactory:      listFactory,
 		NewListerWatcher: newListerWatcher,
+		DetectMutations:  (*Registry).detectMutations,
 	})
 }

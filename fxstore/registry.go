@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -45,6 +46,9 @@ type Registry struct {
 	// delays are what WaitForSync waits for besides stores, by name.
 	delays  map[int]string
 	delayID int
+	// detector, set by the test kits before Start, keeps a copy of every
+	// object the stores take (see mutationDetector).
+	detector atomic.Pointer[mutationDetector]
 
 	// changed is closed, and replaced, whenever a store syncs or reports a
 	// list/watch error, so WaitForSync never polls.

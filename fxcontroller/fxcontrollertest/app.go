@@ -22,6 +22,7 @@ import (
 	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/fxstore/fxstoretest"
+	"github.com/fxkube/fxkube/internal/storehooks"
 	"github.com/fxkube/fxkube/lifecycle"
 )
 
@@ -138,6 +139,8 @@ type App struct {
 	source      *fxstoretest.Source
 	registry    *fxstore.Registry
 	recorder    *Recorder
+	// mutations names the objects changed in place since they were read.
+	mutations func() error
 }
 
 // New starts an app of module, with fxstore.Module and Module's fakes but
@@ -161,6 +164,11 @@ func New(tb testing.TB, module fx.Option, objs ...client.Object) *App {
 	app.RequireStart()
 	tb.Cleanup(app.RequireStop)
 	fxstoretest.Start(tb, a.registry, a.source)
+	check, err := storehooks.Get[*fxstore.Registry, fxstore.Key, fxstore.Spec]().DetectMutations(a.registry)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	a.mutations = check
 	return a
 }
 
@@ -170,9 +178,11 @@ func New(tb testing.TB, module fx.Option, objs ...client.Object) *App {
 // hosted with fxcontroller.SetupWithManager, whose cached client reads from
 // the in-memory stores. The stores see what earlier reconciles wrote once
 // their watches deliver it, as from an API server; read through Client to
-// see it at once.
+// see it at once. The test fails, naming the object and what changed, if
+// the reconcile changed an object it read from a store.
 func (a *App) Reconcile(ctx context.Context, controller string, key client.ObjectKey) (reconcile.Result, error) {
 	a.tb.Helper()
+	defer a.checkMutations(controller, key)
 	req := reconcile.Request{NamespacedName: key}
 	for _, h := range a.hosted {
 		if slices.Contains(h.Controllers(), controller) {
@@ -180,6 +190,15 @@ func (a *App) Reconcile(ctx context.Context, controller string, key client.Objec
 		}
 	}
 	return a.Controller(controller).Reconcile(ctx, req)
+}
+
+// checkMutations fails the test if the reconcile changed an object it read
+// from a store: objects are shared and read-only.
+func (a *App) checkMutations(controller string, key client.ObjectKey) {
+	a.tb.Helper()
+	if err := a.mutations(); err != nil {
+		a.tb.Errorf("reconcile %s of controller %q: %v", key, controller, err)
+	}
 }
 
 // Controller returns the app's native controller with the given name; there

@@ -26,6 +26,9 @@
 //		}
 //	}
 //
+// A reconcile that changes an object it read from a store, which every
+// reader shares, fails the test, naming the object and what changed.
+//
 // Module provides the same fakes to an app of your own, and runs its
 // lifecycle: with fxstoretest.Module its controllers run as in production.
 package fxcontrollertest

@@ -421,6 +421,10 @@ func cacheKey(obj client.Object) string {
 // provided too, to write objects during a test. The app's lifecycle starts
 // the stores on it, as on an API server: fxcontrollertest.Module brings
 // one with its servers off, or add lifecycle.Options.
+//
+// Stopping the app fails, naming the object and what changed, if code
+// changed an object it read from a store: objects are shared and
+// read-only. fxtest.New's app then fails the test.
 func Module(objs ...client.Object) fx.Option {
 	return fx.Options(
 		fxstore.Module,
@@ -428,13 +432,36 @@ func Module(objs ...client.Object) fx.Option {
 			func(scheme *k8sruntime.Scheme) *Source { return NewSource(scheme, objs...) },
 			func(s *Source) fxstore.Source { return s },
 		),
+		fx.Invoke(detectMutations),
 	)
 }
 
+// detectMutations checks, as the app stops, that no one changed an object
+// read from a store.
+func detectMutations(lc fx.Lifecycle, r *fxstore.Registry) error {
+	check, err := hooks.DetectMutations(r)
+	if err != nil {
+		return err
+	}
+	lc.Append(fx.StopHook(check))
+	return nil
+}
+
 // Start starts every store of r on src and waits until they have synced; the
-// stores stop when the test ends.
+// stores stop when the test ends. The test fails, naming the object and
+// what changed, if code changed an object it read from a store: objects
+// are shared and read-only.
 func Start(t testing.TB, r *fxstore.Registry, src *Source) {
 	t.Helper()
+	check, err := hooks.DetectMutations(r)
+	if err != nil {
+		t.Fatalf("start stores: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := check(); err != nil {
+			t.Error(err)
+		}
+	})
 	if err := r.Start(t.Context(), src); err != nil {
 		t.Fatalf("start stores: %v", err)
 	}

@@ -43,6 +43,10 @@ type Hooks[R, K, S any] struct {
 	// NewListerWatcher lists and watches the objects key selects through
 	// c, in key's projection.
 	NewListerWatcher func(c client.WithWatch, key K) (cache.ListerWatcher, error)
+	// DetectMutations makes r keep a copy of every object its stores take,
+	// before r starts; check names each object changed in place since.
+	// The test kits use it.
+	DetectMutations func(r R) (check func() error, err error)
 }
 
 var hooks any
