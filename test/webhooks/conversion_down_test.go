@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -19,9 +20,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
 
+	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/internal/testenv"
 	"github.com/fxkube/fxkube/lifecycle"
@@ -72,14 +75,24 @@ func TestConversionWebhookDownAfterStart(t *testing.T) {
 	log := zap.New(zapcore.NewTee(zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)).Core(), core))
 	probes := testenv.LoopbackAddr(t)
 	const bound = time.Second // the store failure timeout
-	var widgets *fxstore.Store[*v2.Widget]
+	var (
+		widgets    *fxstore.Store[*v2.Widget]
+		reconciled testenv.Records[string]
+	)
 	app := fxtest.New(t,
 		fx.Supply(testenv.Config(t), log),
 		fxstore.Module,
 		fxstore.AddToScheme(v1.AddToScheme, v2.AddToScheme),
-		fx.Invoke(func(r *fxstore.Registry) (err error) {
-			widgets, err = fxstore.For[*v2.Widget](r, fxstore.Spec{})
-			return err
+		fxcontroller.Module,
+		fxcontroller.Provide(func(r *fxstore.Registry) (*fxcontroller.Controller, error) {
+			var err error
+			if widgets, err = fxstore.For[*v2.Widget](r, fxstore.Spec{}); err != nil {
+				return nil, err
+			}
+			return fxcontroller.New("widgets", widgets, reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
+				reconciled.Add(req.Name)
+				return reconcile.Result{}, nil
+			}))
 		}),
 		lifecycle.Options(lifecycle.Config{MetricsBindAddress: "0", HealthProbeBindAddress: probes, SyncTimeout: timeout, StoreFailureTimeout: bound}),
 	)
@@ -152,6 +165,15 @@ func TestConversionWebhookDownAfterStart(t *testing.T) {
 		return assert.ObjectsAreEqual(listed, inStore)
 	}, timeout, 100*time.Millisecond, "the store holds what the API server lists")
 	assert.Contains(t, inStore, ns+"/while-down-3")
+	require.Eventually(t, func() bool {
+		done := reconciled.All()
+		for i := range 4 {
+			if !slices.Contains(done, fmt.Sprintf("while-down-%d", i)) {
+				return false
+			}
+		}
+		return true
+	}, timeout, 100*time.Millisecond, "every Widget made during the fault is reconciled")
 
 	got := heard.All()
 	require.Len(t, got, 2, "the handler heard failing and recovered, once each: %v", got)
