@@ -129,10 +129,10 @@ func (a *app) registerFlags(cmd *cobra.Command) {
 	fs.DurationVar(&lc.StoreFailureTimeout, "store-failure-timeout", 5*time.Minute, `how long a store's list/watch may fail after start before /readyz's "stores" check fails; negative: never`)
 	fs.DurationVar(&lc.StopTimeout, "stop-timeout", 30*time.Second, "how long controllers get to finish in-flight reconciles on stop")
 	fs.BoolVar(&lc.LeaderElection.Enabled, "leader-elect", false, "run controllers only on the replica holding the leader Lease")
-	fs.StringVar(&lc.LeaderElection.Namespace, "leader-election-namespace", "", "namespace of the leader Lease (default: the pod's namespace when running in a cluster)")
+	fs.StringVar(&lc.LeaderElection.Namespace, "leader-election-namespace", "", "namespace of the leader Lease (default: the pod's namespace in a cluster, else the kubeconfig context's)")
 	fs.StringVar(&lc.LeaderElection.Name, "leader-election-id", a.name, "name of the leader Lease")
 	fs.IntVar(&a.flags.shards.Buckets, "shard-buckets", fxshard.DefaultBuckets, "buckets the keys of sharded controllers are hashed into, each owned by one replica at a time through a Lease; every replica must use the same")
-	fs.StringVar(&a.flags.shards.Namespace, "shard-namespace", "", "namespace of the sharding Leases (default: the pod's namespace when running in a cluster)")
+	fs.StringVar(&a.flags.shards.Namespace, "shard-namespace", "", "namespace of the sharding Leases (default: the pod's namespace in a cluster, else the kubeconfig context's)")
 	fs.StringVar(&a.flags.logLevel, "log-level", "info", "lowest level logged: debug, info, warn or error (or use the --zap-* flags instead)")
 	fs.StringVar(&a.flags.logFormat, "log-format", "json", "log format: json or console (or use the --zap-* flags instead)")
 	// The --zap-* flags are controller-runtime's own, bound as kubebuilder's
@@ -217,6 +217,7 @@ func (a *app) run(ctx context.Context, stderr io.Writer, cfg *rest.Config) error
 	}
 	defer func() { _ = log.Sync() }()
 	setMemoryLimit(log, memlimit.FromCgroup)
+	a.defaultLeaseNamespaces(log, cfg == nil)
 	if cfg == nil {
 		if cfg, err = loadConfig(); err != nil {
 			return err

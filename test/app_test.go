@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -18,12 +19,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/yaml"
 
 	"github.com/fxkube/fxkube/app"
 	"github.com/fxkube/fxkube/fxcontroller"
+	"github.com/fxkube/fxkube/fxshard"
 	"github.com/fxkube/fxkube/internal/testenv"
 	"github.com/fxkube/fxkube/lifecycle"
 	"github.com/fxkube/fxkube/modules/mirror"
@@ -158,4 +162,63 @@ func TestSIGTERMWhileStartingStopsTheApp(t *testing.T) {
 			t.Fatalf("round %d: the app returned with its runnable still running", round)
 		}
 	}
+}
+
+// Outside a cluster, with no namespace flag, the binary puts the Leases of
+// leader election and sharding in the kubeconfig context's namespace, as
+// kubectl would: `run --kubeconfig` works as the README says, sharded
+// module and all. (It failed: "sharding needs the Leases' namespace".)
+func TestRunOutsideAClusterTakesTheKubeconfigNamespace(t *testing.T) {
+	kube, err := kubernetes.NewForConfig(testenv.Config(t))
+	require.NoError(t, err)
+	ns := newNamespace(t.Context(), t, kube)
+	kubeconfig, err := clientcmd.LoadFromFile(testenv.KubeconfigPath(t))
+	require.NoError(t, err)
+	kubeconfig.Contexts[kubeconfig.CurrentContext].Namespace = ns
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, clientcmd.WriteToFile(*kubeconfig, path))
+
+	bin := filepath.Join(t.TempDir(), "fxkube")
+	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "github.com/fxkube/fxkube/cmd/app")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	probes := testenv.LoopbackAddr(t)
+	var logs testenv.Buffer
+	run := exec.Command(bin, "run", "--kubeconfig", path,
+		"--metrics-bind-address", "0", "--health-probe-bind-address", probes,
+		"--leader-elect", "--leader-election-id", "kubeconfig-namespace-test")
+	run.Stdout, run.Stderr = &logs, &logs
+	require.NoError(t, run.Start())
+	exited := make(chan error, 1)
+	var done atomic.Bool
+	go func() {
+		err := run.Wait()
+		done.Store(true)
+		exited <- err
+	}()
+	defer func() {
+		_ = run.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			assert.NoError(t, err, "logs:\n%s", &logs)
+		case <-time.After(20 * time.Second):
+			_ = run.Process.Kill()
+			t.Errorf("still running 20s after SIGTERM; logs:\n%s", &logs)
+		}
+	}()
+
+	require.Eventually(t, func() bool { return done.Load() || status(probes, "/readyz") == http.StatusOK }, 60*time.Second, 100*time.Millisecond)
+	require.False(t, done.Load(), "the app exited; its logs:\n%s", &logs)
+	assert.Contains(t, logs.String(), `"namespace":"`+ns+`"`, "the namespace chosen is logged")
+	leases, err := kube.CoordinationV1().Leases(ns).List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	var names []string
+	for _, l := range leases.Items {
+		names = append(names, l.Name)
+	}
+	assert.Contains(t, names, "kubeconfig-namespace-test", "the leader Lease is in the context's namespace")
+	sharding, err := kube.CoordinationV1().Leases(ns).List(t.Context(), metav1.ListOptions{LabelSelector: fxshard.LeaseLabel})
+	require.NoError(t, err)
+	assert.NotEmpty(t, sharding.Items, "the sharding Leases are in the context's namespace: %v", names)
 }
