@@ -174,6 +174,8 @@ func (a *app) graphOf() (*fxstore.Registry, fxcontroller.Controllers, fxcontroll
 // describe returns the app's Graph; with cluster, its sharding group as
 // the cluster of --kubeconfig has it now.
 func (a *app) describe(ctx context.Context, cluster bool) (Graph, error) {
+	// The Leases are where run would put them.
+	a.defaultLeaseNamespaces(zap.NewNop(), true)
 	reg, ctrls, hosted, shards, err := a.graphOf()
 	if err != nil {
 		return Graph{}, err
