@@ -2,10 +2,12 @@ package app_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -146,7 +148,7 @@ func TestDescribe(t *testing.T) {
 	assert.Equal(t, "a=1,b=2", g.Stores[2].LabelSelector)
 
 	_, err = execute(t, []fx.Option{deploys}, "describe", "-o", "yaml")
-	require.ErrorContains(t, err, `unknown --output "yaml"; use text or json`)
+	require.ErrorContains(t, err, `unknown --output "yaml"; use text, json or mermaid`)
 }
 
 func TestDescribeReportsBadModules(t *testing.T) {
@@ -247,4 +249,73 @@ func TestRBACNamesResourcesThroughMappings(t *testing.T) {
 		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 		{APIGroups: []string{"sea.example.com"}, Resources: []string{"octopodes"}, Verbs: []string{"get", "list", "watch"}},
 	}, cr.Rules, "the CRD's own plural, not a guess")
+}
+
+// describe -o mermaid draws what the text output says: a node for each
+// store (its key as the text prints it), a "view of" edge for each view,
+// "reconciles" and "watches" edges for each controller, and "asks for"
+// edges from each consumer.
+func TestDescribeMermaid(t *testing.T) {
+	front := fx.Invoke(func(r *fxstore.Registry) error {
+		_, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{LabelSelector: "tier=front"})
+		return err
+	})
+	modules := []fx.Option{deploys, secrets, front, shardedWidgets}
+	text, err := execute(t, modules, "describe", "--shard-namespace", "ops")
+	require.NoError(t, err)
+	out, err := execute(t, modules, "describe", "-o", "json", "--shard-namespace", "ops")
+	require.NoError(t, err)
+	var g app.Graph
+	require.NoError(t, json.Unmarshal([]byte(out), &g))
+	out, err = execute(t, modules, "describe", "-o", "mermaid", "--shard-namespace", "ops")
+	require.NoError(t, err)
+	t.Log("\n" + out)
+
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Equal(t, "flowchart LR", lines[0])
+	node := regexp.MustCompile(`^  (\w+)(?:\[/|\[|\(|\{\{|>)"(.*)"(?:/\]|\]|\)|\}\})$`)
+	edge := regexp.MustCompile(`^  (\w+) (?:-- (.+) -->|-\. (.+) \.->) (\w+)$`)
+	labels := map[string]string{} // node id → label
+	ids := map[string]string{}    // label → node id
+	edges := map[string]bool{}    // "from label|text|to label"
+	for _, l := range lines[1:] {
+		if m := node.FindStringSubmatch(l); m != nil {
+			label := strings.ReplaceAll(m[2], "#quot;", `"`)
+			labels[m[1]], ids[label] = label, m[1]
+			continue
+		}
+		m := edge.FindStringSubmatch(l)
+		require.NotNil(t, m, "neither a node nor an edge: %q", l)
+		edges[labels[m[1]]+"|"+m[2]+m[3]+"|"+labels[m[4]]] = true
+	}
+
+	for _, s := range g.Stores {
+		assert.Contains(t, text, "\n  "+s.Key, "the text prints the store")
+		assert.Contains(t, ids, s.Key, "a node for store %s", s.Key)
+		if s.ViewOf != "" {
+			assert.Contains(t, text, "  "+s.Key+" → view of "+s.ViewOf)
+			assert.True(t, edges[s.Key+"|view of|"+s.ViewOf], "view edge of %s", s.Key)
+		}
+		for _, c := range s.Consumers {
+			assert.True(t, edges[c+"|asks for|"+s.Key], "%s asks for %s", c, s.Key)
+		}
+	}
+	require.NotNil(t, g.Sharding)
+	label := map[string]string{} // a sharded store's key → its node's label
+	for _, s := range g.Sharding.Stores {
+		label[s.Key] = s.Key + " sharded by " + s.ShardKey
+	}
+	for _, c := range g.Controllers {
+		assert.Contains(t, text, "  "+c.Name+" (declared by "+c.DeclaredBy+")\n    primary: "+c.Primary)
+		primary := cmp.Or(label[c.Primary], c.Primary)
+		assert.True(t, edges["controller "+c.Name+"|reconciles|"+primary], "controller %s reconciles %s", c.Name, primary)
+		for _, s := range c.Secondary {
+			assert.True(t, edges["controller "+c.Name+"|watches|"+s], "controller %s watches %s", c.Name, s)
+		}
+	}
+	for _, s := range g.Sharding.Stores {
+		assert.Contains(t, text, "  "+s.Key+" sharded by "+s.ShardKey)
+		assert.Contains(t, ids, s.Key+" sharded by "+s.ShardKey)
+	}
+	assert.Contains(t, out, `#quot;tier=front#quot;`, "quotes in keys are escaped")
 }

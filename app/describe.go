@@ -32,7 +32,8 @@ import (
 var storeHooks = storehooks.Get[*fxstore.Registry, fxstore.Key, fxstore.Spec]()
 
 // Graph is what the app's modules declared: its stores and controllers. The
-// describe command prints it; `describe --output json` prints it as JSON.
+// describe command prints it; `describe --output json` prints it as JSON,
+// and `--output mermaid` draws it.
 type Graph struct {
 	// Requests counts the store requests of all modules; Specs the
 	// distinct stores serving them; Informers those with an informer of
@@ -393,11 +394,14 @@ Store keys in "primary" and "secondary" match a store's "key".`,
 			case "text", "":
 				g.WriteText(cmd.OutOrStdout())
 				return nil
+			case "mermaid":
+				g.writeMermaid(cmd.OutOrStdout())
+				return nil
 			}
-			return fmt.Errorf("unknown --output %q; use text or json", output)
+			return fmt.Errorf("unknown --output %q; use text, json or mermaid", output)
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json, or mermaid (a flowchart of stores, views, consumers and controllers, which GitHub renders in Markdown)")
 	cmd.Flags().BoolVar(&cluster, "cluster", false, "also read the sharding group from the cluster of --kubeconfig: which replica holds each bucket, how many objects of the sharded stores each bucket and replica has, and the handovers")
 	return cmd
 }
