@@ -18,7 +18,8 @@
 //     cluster.Cluster, anything with GetCache).
 //  5. Warm up the runnables that ask for their stores only as they start
 //     their sources (a Warmup(ctx) error method: hosted
-//     controller-runtime controllers). Their stores start then, through the same pre-flight.
+//     controller-runtime controllers). Their stores start then, through
+//     the same pre-flight.
 //  6. Wait until every store and cache has synced and every warm-up is
 //     done, bounded by Config.SyncTimeout.
 //  7. Acquire leadership, if enabled.
