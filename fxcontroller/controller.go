@@ -97,7 +97,11 @@ func New(name string, primary Primary, r reconcile.Reconciler, opts ...Option) (
 		errs = append(errs, fmt.Errorf("invalid name: %s", strings.Join(msgs, "; ")))
 	}
 	if isNil(primary) {
-		errs = append(errs, errors.New("primary store is nil; pass the store fxstore.For or fxshard.For returned (check its error)"))
+		from := "fxstore.For"
+		if isGated {
+			from = "fxshard.For"
+		}
+		errs = append(errs, fmt.Errorf("primary store is nil; pass the store %s returned (check its error)", from))
 	}
 	if isNil(r) {
 		errs = append(errs, errors.New("reconciler is nil"))

@@ -62,7 +62,7 @@ func TestForRefuses(t *testing.T) {
 	var nilStore *fxshard.Store[*corev1.ConfigMap]
 	_, err = fxcontroller.New("x", nilStore, nil)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "primary store is nil; pass the store fxstore.For or fxshard.For returned")
+	assert.Contains(t, err.Error(), "primary store is nil; pass the store fxshard.For returned")
 }
 
 // Run asks whether the API server applies shard selectors before it takes
