@@ -13,6 +13,7 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -275,5 +276,30 @@ func TestClusterScopedShardedByNamespace(t *testing.T) {
 	err := app.Start(t.Context())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `sharded store Namespace/v1 (all namespaces): namespaces is cluster-scoped, so every object's namespace is empty and all would be in one bucket; shard it by fxstore.ShardByUID`)
+	require.NoError(t, app.Stop(t.Context()))
+}
+
+// Outside a cluster, fxshard with no Leases' namespace fails the app's
+// start, before any store lists, saying what to set. (The app's run
+// command picks the kubeconfig context's namespace instead: see
+// TestRunOutsideAClusterTakesTheKubeconfigNamespace in test/.)
+func TestShardNamespaceRequired(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	app := fx.New(
+		fx.Supply(testenv.Config(t), zap.New(core)),
+		fxstore.Module,
+		fxcontroller.Module,
+		fxshard.Options(fxshard.Config{Name: "no-namespace"}),
+		lifecycle.Options(lifecycle.Config{MetricsBindAddress: "0", HealthProbeBindAddress: "0"}),
+		fx.Invoke(func(s *fxshard.Shards) error {
+			_, err := fxshard.For[*corev1.ConfigMap](s, fxstore.Spec{}, fxstore.ShardByUID)
+			return err
+		}),
+	)
+	require.NoError(t, app.Err())
+	err := app.Start(t.Context())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "sharding needs the Leases' namespace, and the app runs outside a cluster (no pod namespace to default to): set --shard-namespace")
+	assert.Zero(t, logs.FilterMessage("store synced").Len(), "it failed before any store listed")
 	require.NoError(t, app.Stop(t.Context()))
 }

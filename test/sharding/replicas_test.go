@@ -398,18 +398,3 @@ func checkReplicas(t *testing.T, cfg *rest.Config, kubeconfig string, n int, ser
 		}
 	}
 }
-
-// Outside a cluster, an app with a sharded controller and no
-// --shard-namespace fails to start, before any store lists, saying what to
-// set.
-func TestShardNamespaceRequired(t *testing.T) {
-	bin, err := buildApp()
-	require.NoError(t, err)
-	out, err := exec.CommandContext(t.Context(), bin, "run", "--kubeconfig", testenv.KubeconfigPath(t),
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0").CombinedOutput()
-	var exit *exec.ExitError
-	require.ErrorAs(t, err, &exit, "%s", out)
-	assert.Equal(t, 1, exit.ExitCode())
-	assert.Contains(t, string(out), "sharding needs the Leases' namespace, and the app runs outside a cluster (no pod namespace to default to): set --shard-namespace")
-	assert.NotContains(t, string(out), "store synced", "it failed before any store listed")
-}
