@@ -183,7 +183,6 @@ func (a *App) Reconcile(ctx context.Context, controller string, key client.Objec
 	return a.Controller(controller).Reconcile(ctx, req)
 }
 
-
 // Controller returns the app's native controller with the given name; there
 // being none fails the test.
 func (a *App) Controller(name string) *fxcontroller.Controller {
