@@ -7,6 +7,7 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -101,12 +103,23 @@ The binaries come from --controlplane-dir, which ` + "`make controlplane`" + ` f
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Local control plane %s is up. Its kubeconfig:\n\n  export KUBECONFIG=%s\n\n",
 				controlplane.KubernetesVersion, kubeconfigOut)
-			others, err := a.startReplicas(cmd, replicas-1, kubeconfigOut)
+			// A replica that exits on its own stops this one too, and
+			// the command fails naming it. One that exits on a
+			// terminal's Ctrl-C finds ctx canceled already.
+			ctx, exited := context.WithCancelCause(ctx)
+			defer exited(nil)
+			others, err := a.startReplicas(cmd, replicas-1, kubeconfigOut, exited)
 			if err != nil {
 				return err
 			}
 			defer func() { err = errors.Join(err, others.stop()) }()
-			return a.run(ctx, cmd.ErrOrStderr(), cp.Config)
+			if err := a.run(ctx, cmd.ErrOrStderr(), cp.Config); err != nil {
+				return err
+			}
+			if cause := context.Cause(ctx); errors.Is(cause, errReplicaExited) {
+				return cause
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&dir, "controlplane-dir", controlplane.Dir(), "directory holding kube-apiserver, etcd and kubectl")
@@ -116,24 +129,32 @@ The binaries come from --controlplane-dir, which ` + "`make controlplane`" + ` f
 	return cmd
 }
 
+// errReplicaExited is the cause of a stop that a replica's exit began.
+var errReplicaExited = errors.New("a replica exited before it was stopped")
+
 // replicaProcesses are the replicas local starts besides itself.
-type replicaProcesses []*exec.Cmd
+type replicaProcesses struct {
+	procs    []*exec.Cmd
+	exits    []chan error // each replica's exit status, sent once
+	stopping atomic.Bool  // set by stop: exits from then on are expected
+}
 
 // startReplicas starts n more replicas of the app from this binary, with
 // "run" against kubeconfig and this process's flags for what they share:
 // Leases, logging; probes on the ports after this process's, metrics off.
 // They print to the same output and, in this process's group, get the
-// terminal's Ctrl-C too.
-func (a *app) startReplicas(cmd *cobra.Command, n int, kubeconfig string) (replicaProcesses, error) {
+// terminal's Ctrl-C too. A replica that exits before stop calls exited
+// with an error naming it.
+func (a *app) startReplicas(cmd *cobra.Command, n int, kubeconfig string, exited context.CancelCauseFunc) (*replicaProcesses, error) {
 	if n == 0 {
 		return nil, nil
 	}
+	procs := &replicaProcesses{}
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find this binary to start replicas: %w", err)
 	}
 	lc := a.flags.lifecycle
-	var procs replicaProcesses
 	for i := 1; i <= n; i++ {
 		args := []string{"run", "--kubeconfig", kubeconfig, "--metrics-bind-address", "0",
 			"--health-probe-bind-address", nthPort(lc.HealthProbeBindAddress, i),
@@ -152,20 +173,38 @@ func (a *app) startReplicas(cmd *cobra.Command, n int, kubeconfig string) (repli
 		if err := p.Start(); err != nil {
 			return nil, errors.Join(fmt.Errorf("start replica %d: %w", i, err), procs.stop())
 		}
-		procs = append(procs, p)
+		exit := make(chan error, 1)
+		procs.exits = append(procs.exits, exit)
+		go func() {
+			err := p.Wait()
+			if !procs.stopping.Load() {
+				status := "exit status 0"
+				if err != nil {
+					status = err.Error()
+				}
+				exited(fmt.Errorf("%w: replica %d (pid %d): %s; its output is above", errReplicaExited, i, p.Process.Pid, status))
+				err = nil // reported
+			}
+			exit <- err
+		}()
+		procs.procs = append(procs.procs, p)
 	}
 	return procs, nil
 }
 
 // stop sends the replicas SIGTERM, unless a terminal's Ctrl-C reached them
 // already, and waits for them to exit.
-func (ps replicaProcesses) stop() error {
-	var errs []error
-	for _, p := range ps {
+func (ps *replicaProcesses) stop() error {
+	if ps == nil {
+		return nil
+	}
+	ps.stopping.Store(true)
+	for _, p := range ps.procs {
 		_ = p.Process.Signal(syscall.SIGTERM)
 	}
-	for i, p := range ps {
-		if err := p.Wait(); err != nil {
+	var errs []error
+	for i, exit := range ps.exits {
+		if err := <-exit; err != nil {
 			errs = append(errs, fmt.Errorf("replica %d: %w", i+1, err))
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"cmp"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -63,7 +64,7 @@ func TestLocalStopsCleanlyOnCtrlC(t *testing.T) {
 	// With --replicas, the other replicas run from the same binary, share
 	// the sharded controller's buckets, and stop with it.
 	t.Run("replicas", func(t *testing.T) {
-		probes := testenv.LoopbackAddr(t)
+		probes := pairedLoopbackAddr(t)
 		args := local(t, probes)
 		kubeconfig := args[len(args)-1]
 		cmd := exec.Command(bin, append([]string{"local", "--controlplane-dir", dir, "--replicas", "2"}, args...)...)
@@ -94,6 +95,53 @@ func TestLocalStopsCleanlyOnCtrlC(t *testing.T) {
 		assert.Equal(t, 2, strings.Count(out, `"msg":"joined"`), "both replicas joined the checksum controller's group; output:\n%s", out)
 		assert.Equal(t, 2, strings.Count(out, `"msg":"left"`), "both left it")
 		assert.Equal(t, 2, strings.Count(out, `"msg":"stopped"`), "both stopped")
+	})
+
+	// A replica that exits on its own stops the others and the control
+	// plane, and the command fails naming it.
+	t.Run("replica exits", func(t *testing.T) {
+		probes := pairedLoopbackAddr(t)
+		cmd := exec.Command(bin, append([]string{"local", "--controlplane-dir", dir, "--replicas", "2"}, local(t, probes)...)...)
+		var out testenv.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.WaitDelay = time.Minute // for a control plane left behind, holding the output
+		require.NoError(t, cmd.Start())
+		var waitErr error
+		exited := make(chan struct{}) // closed once waitErr is set
+		go func() { waitErr = cmd.Wait(); close(exited) }()
+		t.Cleanup(func() {
+			select {
+			case <-exited:
+			default:
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				<-exited
+			}
+		})
+
+		replica := nthAddr(t, probes, 1)
+		require.Eventually(t, func() bool { return status(replica, "/readyz") == http.StatusOK }, 2*time.Minute, 50*time.Millisecond,
+			"the replica is ready; output:\n%s", &out)
+		var plane []proc
+		for _, p := range descendants(t, cmd.Process.Pid) {
+			switch p.name {
+			case filepath.Base(bin):
+				require.NoError(t, syscall.Kill(p.pid, syscall.SIGKILL), "kill the replica")
+			case controlplane.APIServer, controlplane.Etcd:
+				plane = append(plane, p)
+			}
+		}
+		require.NotEmpty(t, plane)
+		select {
+		case <-exited:
+			require.Error(t, waitErr, "output:\n%s", &out)
+		case <-time.After(2 * time.Minute):
+			t.Fatalf("still running 2m after its replica was killed; output:\n%s", &out)
+		}
+		assert.Regexp(t, `a replica exited before it was stopped: replica 1 \(pid \d+\): signal: killed`, out.String())
+		for _, p := range plane {
+			assert.False(t, alive(p), "%s (pid %d) outlived the app", p.name, p.pid)
+		}
 	})
 
 	// Interrupted while kube-apiserver and etcd start, it waits for them to
@@ -302,6 +350,32 @@ func alive(p proc) bool {
 
 // status returns the status code of GET http://addr/path, or 0 if there is
 // no answer. It keeps no connection open.
+// pairedLoopbackAddr returns a loopback address whose port and the next
+// were both free: local --replicas gives its first replica the next port.
+func pairedLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	for range 100 {
+		addr := testenv.LoopbackAddr(t)
+		l, err := net.Listen("tcp", nthAddr(t, addr, 1))
+		if err == nil {
+			require.NoError(t, l.Close())
+			return addr
+		}
+	}
+	t.Fatal("no two consecutive free ports on 127.0.0.1 in 100 tries")
+	return ""
+}
+
+// nthAddr returns addr with its port plus n.
+func nthAddr(t *testing.T, addr string, n int) string {
+	t.Helper()
+	host, port, err := net.SplitHostPort(addr)
+	require.NoError(t, err)
+	p, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	return net.JoinHostPort(host, strconv.Itoa(p+n))
+}
+
 func status(addr, path string) int {
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
 	resp, err := client.Get("http://" + addr + path)
