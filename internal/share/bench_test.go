@@ -1,0 +1,79 @@
+package share
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/fxkube/fxkube/internal/workload"
+)
+
+// BenchmarkPods holds the Pods of 100 Deployments, decoded from protobuf
+// as an informer decodes them, and reports the heap each Pod takes, as
+// decoded and once taken by a table, and the time Take takes per Pod.
+//
+//	go test -run '^$' -bench Pods -benchtime 1x ./internal/share
+func BenchmarkPods(b *testing.B) {
+	for _, replicas := range []int{10, 100} {
+		var raw [][]byte
+		for d := range 100 {
+			dep := workload.Deployment("shop", d, int32(replicas))
+			for r := range replicas {
+				data, err := workload.Pod(dep, r).Marshal()
+				if err != nil {
+					b.Fatal(err)
+				}
+				raw = append(raw, data)
+			}
+		}
+		decode := func() []*corev1.Pod {
+			pods := make([]*corev1.Pod, len(raw))
+			for i, data := range raw {
+				pods[i] = &corev1.Pod{}
+				if err := pods[i].Unmarshal(data); err != nil {
+					b.Fatal(err)
+				}
+			}
+			return pods
+		}
+		b.Run(map[int]string{10: "replicas=10", 100: "replicas=100"}[replicas], func(b *testing.B) {
+			var took time.Duration
+			for range b.N {
+				base := heap()
+				pods := decode()
+				decoded := heap() - base
+				runtime.KeepAlive(pods)
+
+				base = heap()
+				pods = decode()
+				table := New(func() []any { return nil })
+				start := time.Now()
+				for _, p := range pods {
+					table.Take(p)
+				}
+				took += time.Since(start)
+				// The objects taken: the table forgets them at its next
+				// rebuild, which the benchmark does not reach.
+				table.taken = nil
+				shared := heap() - base
+				runtime.KeepAlive(pods)
+				runtime.KeepAlive(table)
+				b.ReportMetric(float64(decoded)/float64(len(raw)), "B/pod-decoded")
+				b.ReportMetric(float64(shared)/float64(len(raw)), "B/pod-shared")
+				b.ReportMetric(float64(shared)/float64(decoded), "shared/decoded")
+			}
+			b.ReportMetric(float64(took.Nanoseconds())/float64(b.N*len(raw)), "ns/take")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+func heap() int64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}

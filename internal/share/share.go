@@ -1,0 +1,493 @@
+// Package share makes the objects of a store share the parts they repeat.
+//
+// A [Table] hash-conses objects. As it takes one, it replaces each part
+// equal to a part it holds with that part's canonical copy. Parts are
+// strings, pointers, slices and maps, at any depth, in typed and
+// unstructured objects.
+//
+// # Exactness
+//
+// A hash only picks candidates; each is then compared field by field.
+// Parts become canonical bottom up, so once a part's children are
+// canonical, two parts are equal exactly when their own fields are equal
+// and their children are the same copies. A comparison never goes deeper
+// than one level, and a part that is not shared is never wrong.
+//
+// # Release
+//
+// A table holds its canonical copies strongly. Once it has doubled since
+// it was last rebuilt, it rebuilds itself from the objects still held (its
+// live function) and those taken since: what no object holds any more is
+// gone. Churn does not grow it.
+//
+// # Contract
+//
+// Objects taken are shared with each other: nothing may change them, or
+// any part they hold, afterwards.
+package share
+
+import (
+	"bytes"
+	"hash/maphash"
+	"math"
+	"reflect"
+	"sync"
+	"unsafe"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// minRebuild is the size below which a table does not rebuild.
+const minRebuild = 4096
+
+// Table holds the canonical parts of the objects it takes.
+type Table struct {
+	mu   sync.Mutex
+	live func() []any
+	seed maphash.Seed
+
+	strs  map[string]string
+	boxes map[string]any // strings boxed in interfaces, as unstructured holds them
+	parts map[reflect.Type]map[uint64][]reflect.Value
+	// size counts the entries of strs, boxes and parts.
+	size      int
+	rebuildAt int
+	// generation counts rebuilds.
+	generation int
+	// taken are the objects taken that live did not list at the last
+	// rebuild, with the generation that took them. Taken again (client-go
+	// transforms an object twice in a streamed list), they are left as
+	// they are: their parts may be shared by then.
+	taken map[any]int
+}
+
+// maxInFlight is how many rebuilds an object may be taken and not yet
+// listed by live before the table forgets it: its owner dropped it.
+const maxInFlight = 16
+
+// New returns a table that rebuilds itself from live: the objects its
+// owner still holds, as pointers.
+func New(live func() []any) *Table {
+	t := &Table{live: live, seed: maphash.MakeSeed(), rebuildAt: minRebuild, taken: map[any]int{}}
+	t.reset()
+	return t
+}
+
+func (t *Table) reset() {
+	t.strs = map[string]string{}
+	t.boxes = map[string]any{}
+	t.parts = map[reflect.Type]map[uint64][]reflect.Value{}
+	t.size = 0
+}
+
+// Take replaces the parts of obj, a pointer to an object that nothing
+// else holds yet, with the table's canonical copies, and adds those the
+// table lacks. An object already taken is left as it is.
+func (t *Table) Take(obj any) {
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer || v.IsNil() {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.taken[obj]; ok {
+		return
+	}
+	t.walk(v.Elem(), true)
+	t.taken[obj] = t.generation
+	if t.size >= t.rebuildAt {
+		t.rebuild()
+	}
+}
+
+// Len returns how many canonical parts the table holds.
+func (t *Table) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.size
+}
+
+// rebuild keeps only the parts of the objects live lists and of those
+// taken and not listed yet. It only reads them: they are shared.
+func (t *Table) rebuild() {
+	t.reset()
+	t.generation++
+	live := t.live()
+	listed := make(map[any]struct{}, len(live))
+	for _, obj := range live {
+		listed[obj] = struct{}{}
+		t.register(obj)
+	}
+	for obj, gen := range t.taken {
+		_, ok := listed[obj]
+		if ok || t.generation-gen > maxInFlight {
+			delete(t.taken, obj)
+			continue
+		}
+		t.register(obj)
+	}
+	t.rebuildAt = max(minRebuild, 2*t.size)
+}
+
+func (t *Table) register(obj any) {
+	if v := reflect.ValueOf(obj); v.Kind() == reflect.Pointer && !v.IsNil() {
+		t.walk(v.Elem(), false)
+	}
+}
+
+// walk makes v's parts canonical and returns the hash of its content.
+// With own, v and all it reaches belong to the caller and are changed in
+// place; without, v is only read, and its parts become canonical where
+// the table has none equal.
+func (t *Table) walk(v reflect.Value, own bool) uint64 {
+	switch v.Kind() {
+	case reflect.String:
+		s := v.String()
+		if c := t.str(s); own && !sameString(c, s) {
+			v.SetString(c)
+		}
+		return maphash.String(t.seed, s)
+	case reflect.Bool:
+		if v.Bool() {
+			return 1
+		}
+		return 2
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return mix(3, uint64(v.Int()))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return mix(4, v.Uint())
+	case reflect.Float32, reflect.Float64:
+		return mix(5, math.Float64bits(v.Float()))
+	case reflect.Struct:
+		if hasUnexported(v.Type()) {
+			return t.opaqueHash(v, own)
+		}
+		h := uint64(v.NumField())
+		for i := range v.NumField() {
+			h = mix(h, t.walk(v.Field(i), own))
+		}
+		return h
+	case reflect.Array:
+		h := uint64(v.Len())
+		for i := range v.Len() {
+			h = mix(h, t.walk(v.Index(i), own))
+		}
+		return h
+	case reflect.Pointer:
+		if v.IsNil() {
+			return 0
+		}
+		e := v.Elem()
+		h := mix(6, t.walk(e, own))
+		t.canonical(v, h, own, func(c reflect.Value) bool { return shallowEqual(c.Elem(), e) })
+		return h
+	case reflect.Slice:
+		if v.IsNil() {
+			return 0
+		}
+		var h uint64
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			h = maphash.Bytes(t.seed, v.Bytes())
+		} else {
+			h = uint64(v.Len())
+			for i := range v.Len() {
+				h = mix(h, t.walk(v.Index(i), own))
+			}
+		}
+		h = mix(7, h)
+		t.canonical(v, h, own, func(c reflect.Value) bool { return equalElems(c, v) })
+		return h
+	case reflect.Map:
+		return t.walkMap(v, own)
+	case reflect.Interface:
+		if v.IsNil() {
+			return 0
+		}
+		e := v.Elem()
+		if e.Kind() == reflect.String && v.Type() == anyType {
+			s := e.String()
+			if own {
+				box := t.box(s)
+				if !sameString(box.(string), s) {
+					*(*any)(v.Addr().UnsafePointer()) = box
+				}
+			} else {
+				t.box(s)
+			}
+			return maphash.String(t.seed, s)
+		}
+		c := reflect.New(e.Type()).Elem()
+		c.Set(e)
+		h := mix(8, t.walk(c, own))
+		if own && !sameRef(c, e) {
+			v.Set(c)
+		}
+		return h
+	default:
+		// Channels, functions and unsafe pointers do not occur in API
+		// objects; structures holding them are never equal.
+		return 9
+	}
+}
+
+// walkMap makes a map's keys and values canonical, then the map itself:
+// a map equal to one the table holds becomes that map; another is rebuilt
+// from its canonical keys and values, and held.
+func (t *Table) walkMap(v reflect.Value, own bool) uint64 {
+	if v.IsNil() {
+		return 0
+	}
+	typ := v.Type()
+	pairs := make([]reflect.Value, 0, 2*v.Len())
+	h := mix(10, uint64(v.Len()))
+	for it := v.MapRange(); it.Next(); {
+		k := reflect.New(typ.Key()).Elem()
+		k.SetIterKey(it)
+		e := reflect.New(typ.Elem()).Elem()
+		e.SetIterValue(it)
+		// Entries are combined in an order-free way.
+		h += mix(t.walk(k, own), t.walk(e, own))
+		pairs = append(pairs, k, e)
+	}
+	equal := func(c reflect.Value) bool {
+		if c.Len() != len(pairs)/2 {
+			return false
+		}
+		for i := 0; i < len(pairs); i += 2 {
+			if ce := c.MapIndex(pairs[i]); !ce.IsValid() || !shallowEqual(ce, pairs[i+1]) {
+				return false
+			}
+		}
+		return true
+	}
+	if c, ok := t.find(typ, h, equal); ok {
+		if own && c.UnsafePointer() != v.UnsafePointer() {
+			v.Set(c)
+		}
+		return h
+	}
+	if own {
+		m := reflect.MakeMapWithSize(typ, len(pairs)/2)
+		for i := 0; i < len(pairs); i += 2 {
+			m.SetMapIndex(pairs[i], pairs[i+1])
+		}
+		v.Set(m)
+	}
+	t.hold(typ, h, v)
+	return h
+}
+
+// canonical makes v, a pointer or slice, the table's copy equal to it, or
+// holds v as that copy.
+func (t *Table) canonical(v reflect.Value, h uint64, own bool, equal func(reflect.Value) bool) {
+	if c, ok := t.find(v.Type(), h, equal); ok {
+		if own && !sameRef(c, v) {
+			v.Set(c)
+		}
+		return
+	}
+	if v.Kind() == reflect.Slice {
+		// Held without spare capacity, so that an append copies.
+		t.hold(v.Type(), h, v.Slice3(0, v.Len(), v.Len()))
+		return
+	}
+	t.hold(v.Type(), h, v)
+}
+
+func (t *Table) find(typ reflect.Type, h uint64, equal func(reflect.Value) bool) (reflect.Value, bool) {
+	for _, c := range t.parts[typ][h] {
+		if equal(c) {
+			return c, true
+		}
+	}
+	return reflect.Value{}, false
+}
+
+func (t *Table) hold(typ reflect.Type, h uint64, v reflect.Value) {
+	byHash := t.parts[typ]
+	if byHash == nil {
+		byHash = map[uint64][]reflect.Value{}
+		t.parts[typ] = byHash
+	}
+	byHash[h] = append(byHash[h], v)
+	t.size++
+}
+
+func (t *Table) str(s string) string {
+	if s == "" {
+		return s
+	}
+	if c, ok := t.strs[s]; ok {
+		return c
+	}
+	t.strs[s] = s
+	t.size++
+	return s
+}
+
+func (t *Table) box(s string) any {
+	if c, ok := t.boxes[s]; ok {
+		return c
+	}
+	var box any = t.str(s)
+	t.boxes[s] = box
+	t.size++
+	return box
+}
+
+var (
+	anyType      = reflect.TypeFor[any]()
+	quantityType = reflect.TypeFor[resource.Quantity]()
+	timeType     = reflect.TypeFor[metav1.Time]()
+	microType    = reflect.TypeFor[metav1.MicroTime]()
+)
+
+// opaqueHash hashes a struct with unexported fields: the types API objects
+// hold (quantities, times) by their value, others by their exported
+// fields.
+func (t *Table) opaqueHash(v reflect.Value, own bool) uint64 {
+	switch v.Type() {
+	case quantityType:
+		q := v.Addr().Interface().(*resource.Quantity)
+		if own {
+			// String caches the canonical form in the quantity, a write;
+			// made now, later calls by readers only read.
+			_ = q.String()
+		}
+		return mix(11, uint64(q.MilliValue()))
+	case timeType:
+		return mix(12, uint64(v.Interface().(metav1.Time).UnixNano()))
+	case microType:
+		return mix(12, uint64(v.Interface().(metav1.MicroTime).UnixNano()))
+	}
+	h := uint64(13)
+	for i := range v.NumField() {
+		if v.Type().Field(i).IsExported() {
+			h = mix(h, hashOnly(v.Field(i)))
+		}
+	}
+	return h
+}
+
+// hashOnly hashes the scalars of v, without walking into what it
+// references.
+func hashOnly(v reflect.Value) uint64 {
+	switch v.Kind() {
+	case reflect.String:
+		return uint64(v.Len())
+	case reflect.Bool:
+		if v.Bool() {
+			return 1
+		}
+		return 2
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return uint64(v.Int())
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return v.Uint()
+	}
+	return 0
+}
+
+// shallowEqual reports whether a and b, of one type and with canonical
+// parts, are equal: their own fields equal, their parts the same copies.
+func shallowEqual(a, b reflect.Value) bool {
+	switch a.Kind() {
+	case reflect.String:
+		return a.String() == b.String()
+	case reflect.Bool:
+		return a.Bool() == b.Bool()
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return a.Int() == b.Int()
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return a.Uint() == b.Uint()
+	case reflect.Float32, reflect.Float64:
+		// Bits, not ==: 0 and -0 differ, and NaN equals itself.
+		return math.Float64bits(a.Float()) == math.Float64bits(b.Float())
+	case reflect.Pointer, reflect.Map, reflect.Slice:
+		return sameRef(a, b)
+	case reflect.Struct:
+		if hasUnexported(a.Type()) {
+			if a.Type().Comparable() {
+				return a.Equal(b)
+			}
+			return reflect.DeepEqual(a.Interface(), b.Interface())
+		}
+		for i := range a.NumField() {
+			if !shallowEqual(a.Field(i), b.Field(i)) {
+				return false
+			}
+		}
+		return true
+	case reflect.Array:
+		return equalElems(a, b)
+	case reflect.Interface:
+		if a.IsNil() || b.IsNil() {
+			return a.IsNil() == b.IsNil()
+		}
+		ae, be := a.Elem(), b.Elem()
+		return ae.Type() == be.Type() && shallowEqual(ae, be)
+	}
+	return false
+}
+
+// equalElems reports whether two slices or arrays hold equal elements.
+func equalElems(a, b reflect.Value) bool {
+	if a.Kind() == reflect.Slice && a.IsNil() != b.IsNil() || a.Len() != b.Len() {
+		return false
+	}
+	if a.Kind() == reflect.Slice && a.Type().Elem().Kind() == reflect.Uint8 {
+		return bytes.Equal(a.Bytes(), b.Bytes())
+	}
+	for i := range a.Len() {
+		if !shallowEqual(a.Index(i), b.Index(i)) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameRef reports whether a and b are the same copy: the same string
+// bytes, pointer, map, or slice elements and length. Other kinds are
+// values, never replaced.
+func sameRef(a, b reflect.Value) bool {
+	switch a.Kind() {
+	case reflect.String:
+		return sameString(a.String(), b.String())
+	case reflect.Pointer, reflect.Map:
+		return a.UnsafePointer() == b.UnsafePointer()
+	case reflect.Slice:
+		return a.IsNil() == b.IsNil() && a.UnsafePointer() == b.UnsafePointer() && a.Len() == b.Len()
+	}
+	return true
+}
+
+func sameString(a, b string) bool {
+	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
+}
+
+var unexported sync.Map // reflect.Type → bool
+
+// hasUnexported reports whether a struct type has unexported fields,
+// which reflection cannot set: such values are hashed and compared whole.
+func hasUnexported(typ reflect.Type) bool {
+	if o, ok := unexported.Load(typ); ok {
+		return o.(bool)
+	}
+	o := false
+	for i := range typ.NumField() {
+		if !typ.Field(i).IsExported() {
+			o = true
+			break
+		}
+	}
+	unexported.Store(typ, o)
+	return o
+}
+
+// mix combines a hash with another value.
+func mix(h, x uint64) uint64 {
+	h ^= x + 0x9e3779b97f4a7c15 + h<<6 + h>>2
+	h *= 0xff51afd7ed558ccd
+	return h ^ h>>33
+}

@@ -1,0 +1,255 @@
+package share
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/fxkube/fxkube/internal/workload"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// decoded returns pod as an informer holds it: decoded from protobuf,
+// sharing nothing with pod or any other object.
+func decoded(t testing.TB, pod *corev1.Pod) *corev1.Pod {
+	raw, err := pod.Marshal()
+	require.NoError(t, err)
+	out := &corev1.Pod{}
+	require.NoError(t, out.Unmarshal(raw))
+	return out
+}
+
+func podsOf(t testing.TB, d *appsv1.Deployment, n int) []*corev1.Pod {
+	pods := make([]*corev1.Pod, n)
+	for i := range pods {
+		pods[i] = decoded(t, workload.Pod(d, i))
+	}
+	return pods
+}
+
+// The replicas of a Deployment share what they repeat, and each still
+// equals what it was.
+func TestTakeSharesWhatReplicasRepeat(t *testing.T) {
+	pods := podsOf(t, workload.Deployment("shop", 1, 3), 3)
+	want := make([]*corev1.Pod, len(pods))
+	for i, p := range pods {
+		want[i] = p.DeepCopy()
+	}
+	table := New(func() []any { return nil })
+	for _, p := range pods {
+		table.Take(p)
+	}
+	for i := range pods {
+		requireEqual(t, want[i], pods[i], "pod %d is unchanged", i)
+	}
+	a, b := pods[0], pods[1]
+	assert.Same(t, unsafe.SliceData(a.Spec.Containers), unsafe.SliceData(b.Spec.Containers), "containers")
+	assert.Same(t, unsafe.SliceData(a.Spec.Tolerations), unsafe.SliceData(b.Spec.Tolerations), "tolerations")
+	assert.Same(t, a.Spec.SecurityContext, b.Spec.SecurityContext, "pod security context")
+	assert.Same(t, unsafe.SliceData(a.OwnerReferences), unsafe.SliceData(b.OwnerReferences), "owner references")
+	assert.True(t, sameMap(a.Labels, b.Labels), "labels")
+	assert.True(t, sameMap(a.Annotations, b.Annotations), "annotations")
+	assert.Same(t, unsafe.StringData(a.Namespace), unsafe.StringData(b.Namespace), "strings")
+	// Within one object too: both containers' security contexts.
+	assert.Same(t, a.Spec.Containers[0].SecurityContext, a.Spec.Containers[1].SecurityContext, "within an object")
+	// What differs stays apart.
+	assert.NotSame(t, unsafe.SliceData(a.Status.PodIPs), unsafe.SliceData(b.Status.PodIPs), "pod IPs")
+	assert.NotSame(t, unsafe.SliceData(a.Spec.Volumes), unsafe.SliceData(b.Spec.Volumes), "volumes: the token volume's name differs")
+	assert.Same(t, a.Spec.Volumes[0].ConfigMap, b.Spec.Volumes[0].ConfigMap, "but the volumes that repeat are shared")
+	// A shared slice has no room to append into.
+	assert.Equal(t, len(b.Spec.Containers), cap(b.Spec.Containers))
+}
+
+// requireEqual compares as the API does: a quantity's cached form aside.
+func requireEqual(t *testing.T, want, got any, msgAndArgs ...any) {
+	t.Helper()
+	if !equality.Semantic.DeepEqual(want, got) {
+		require.Equal(t, want, got, msgAndArgs...)
+	}
+}
+
+func sameMap[K comparable, V any](a, b map[K]V) bool {
+	return *(*unsafe.Pointer)(unsafe.Pointer(&a)) == *(*unsafe.Pointer)(unsafe.Pointer(&b))
+}
+
+// Parts are shared only when equal in every bit: never on a hash, never
+// across nil and empty, 0 and -0, or two spellings of a quantity.
+func TestTakeSharesOnlyEqualParts(t *testing.T) {
+	base := workload.Pod(workload.Deployment("shop", 1, 2), 0)
+	for _, tt := range []struct {
+		name   string
+		change func(*corev1.Pod)
+		apart  func(a, b *corev1.Pod) bool
+	}{{
+		name:   "env value",
+		change: func(p *corev1.Pod) { p.Spec.Containers[0].Env[1].Value = "debug" },
+		apart: func(a, b *corev1.Pod) bool {
+			return unsafe.SliceData(a.Spec.Containers[0].Env) != unsafe.SliceData(b.Spec.Containers[0].Env)
+		},
+	}, {
+		name:   "nil and empty args",
+		change: func(p *corev1.Pod) { p.Spec.Containers[1].Command = []string{} },
+		apart: func(a, b *corev1.Pod) bool {
+			return (a.Spec.Containers[1].Command == nil) != (b.Spec.Containers[1].Command == nil)
+		},
+	}, {
+		name:   "nil and empty node selector",
+		change: func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{} },
+		apart: func(a, b *corev1.Pod) bool {
+			return (a.Spec.NodeSelector == nil) != (b.Spec.NodeSelector == nil)
+		},
+	}, {
+		name: "1 and 1000m",
+		change: func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("1000m")
+		},
+		apart: func(a, b *corev1.Pod) bool {
+			return !sameMap(a.Spec.Containers[0].Resources.Requests, b.Spec.Containers[0].Resources.Requests)
+		},
+	}} {
+		t.Run(tt.name, func(t *testing.T) {
+			a, b := base.DeepCopy(), base.DeepCopy()
+			a.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("1")
+			b.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("1")
+			tt.change(b)
+			wantA, wantB := a.DeepCopy(), b.DeepCopy()
+			table := New(func() []any { return nil })
+			table.Take(a)
+			table.Take(b)
+			requireEqual(t, wantA, a)
+			requireEqual(t, wantB, b)
+			assert.True(t, tt.apart(a, b), "the changed part is not shared")
+			assert.Same(t, a.Spec.SecurityContext, b.Spec.SecurityContext, "what is equal still is")
+		})
+	}
+}
+
+// Unstructured objects, as the dynamic client decodes them, share their
+// nested maps, slices and strings; numbers keep their bits.
+func TestTakeSharesUnstructured(t *testing.T) {
+	objs := make([]*unstructured.Unstructured, 2)
+	for i := range objs {
+		raw := fmt.Sprintf(`{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w-%d","namespace":"shop"},
+			"spec":{"size":3,"ratio":-0.0,"tags":["a","b"],"template":{"image":"registry.example.com/app:1","env":{"A":"1"}}}}`, i)
+		objs[i] = &unstructured.Unstructured{}
+		require.NoError(t, json.Unmarshal([]byte(raw), &objs[i].Object))
+	}
+	want := []*unstructured.Unstructured{objs[0].DeepCopy(), objs[1].DeepCopy()}
+	table := New(func() []any { return nil })
+	for _, o := range objs {
+		table.Take(o)
+	}
+	assert.Equal(t, want[0], objs[0])
+	assert.Equal(t, want[1], objs[1])
+	specs := []map[string]any{objs[0].Object["spec"].(map[string]any), objs[1].Object["spec"].(map[string]any)}
+	assert.True(t, sameMap(specs[0], specs[1]), "spec")
+	assert.True(t, math.Signbit(specs[0]["ratio"].(float64)), "-0 stays -0")
+	meta := []map[string]any{objs[0].Object["metadata"].(map[string]any), objs[1].Object["metadata"].(map[string]any)}
+	assert.False(t, sameMap(meta[0], meta[1]), "metadata differs by name")
+	ns := []string{meta[0]["namespace"].(string), meta[1]["namespace"].(string)}
+	assert.Same(t, unsafe.StringData(ns[0]), unsafe.StringData(ns[1]))
+}
+
+// Taking an object twice, as client-go does in a streamed list, leaves it
+// as it is.
+func TestTakeTwice(t *testing.T) {
+	pods := podsOf(t, workload.Deployment("shop", 1, 2), 2)
+	table := New(func() []any { return nil })
+	table.Take(pods[0])
+	containers := unsafe.SliceData(pods[0].Spec.Containers)
+	size := table.Len()
+	table.Take(pods[0])
+	assert.Equal(t, size, table.Len())
+	assert.Same(t, containers, unsafe.SliceData(pods[0].Spec.Containers))
+}
+
+// Under churn the table holds about what the objects still held need: it
+// rebuilds once it holds twice what it held at its last rebuild, and
+// deletes since then can leave it holding up to three times what a table
+// built from today's objects holds. Every object still
+// equals what it was taken as, while readers read them.
+func TestChurn(t *testing.T) {
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	table := New(store.List)
+	rng := rand.New(rand.NewPCG(1, 2))
+	deployments := make([]*appsv1.Deployment, 20)
+	for i := range deployments {
+		deployments[i] = workload.Deployment("shop", i, 50)
+	}
+	want := map[string]*corev1.Pod{} // by key, as taken
+
+	// Readers copy and compare what they read, as controllers would,
+	// while the table takes and rebuilds.
+	stop := make(chan struct{})
+	var readers sync.WaitGroup
+	for range 2 {
+		readers.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for _, obj := range store.List() {
+					_ = obj.(*corev1.Pod).DeepCopy()
+				}
+			}
+		})
+	}
+
+	rebuilds := 0
+	for step := range 6000 {
+		d := deployments[rng.IntN(len(deployments))]
+		pod := workload.Pod(d, rng.IntN(60))
+		key := pod.Namespace + "/" + pod.Name
+		switch rng.IntN(4) {
+		case 0: // deleted
+			if old, ok := want[key]; ok {
+				require.NoError(t, store.Delete(old))
+				delete(want, key)
+			}
+			continue
+		case 1: // its status changed
+			pod.Status.PodIP = fmt.Sprintf("10.9.%d.%d", step/256%256, step%256)
+			pod.Status.PodIPs = []corev1.PodIP{{IP: pod.Status.PodIP}}
+		}
+		pod.ResourceVersion = fmt.Sprint(step)
+		obj := decoded(t, pod)
+		want[key] = obj.DeepCopy()
+		before := table.generation
+		table.Take(obj)
+		rebuilds += table.generation - before
+		require.NoError(t, store.Update(obj))
+	}
+	close(stop)
+	readers.Wait()
+	require.Positive(t, rebuilds, "churn rebuilt the table")
+
+	for key, pod := range want {
+		got, ok, err := store.GetByKey(key)
+		require.NoError(t, err)
+		require.True(t, ok, key)
+		requireEqual(t, pod, got, "%s equals what it was taken as", key)
+	}
+	fresh := New(store.List)
+	for _, obj := range store.List() {
+		fresh.register(obj)
+	}
+	t.Logf("%d objects, %d rebuilds: the table holds %d parts; one built from the objects holds %d", len(want), rebuilds, table.Len(), fresh.Len())
+	assert.LessOrEqual(t, table.Len(), max(minRebuild, 3*fresh.Len()))
+}

@@ -1,0 +1,194 @@
+// Package workload builds realistic objects for tests and benchmarks.
+package workload
+
+import (
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+)
+
+// Started is when the workload's Pods started.
+var Started = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+
+// Deployment returns the d-th Deployment of namespace, with replicas
+// Pods, as a team would write one: two containers, probes, resources,
+// env, a security context, volumes and tolerations.
+func Deployment(namespace string, d int, replicas int32) *appsv1.Deployment {
+	name := fmt.Sprintf("service-%03d", d)
+	labels := map[string]string{
+		"app.kubernetes.io/name":      name,
+		"app.kubernetes.io/part-of":   "shop",
+		"app.kubernetes.io/component": "backend",
+		"app.kubernetes.io/version":   "1.24.3",
+	}
+	resources := func(cpu, mem string) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(mem)},
+		}
+	}
+	security := &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		RunAsNonRoot:             ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+	probe := func(path string, delay int32) *corev1.Probe {
+		return &corev1.Probe{
+			ProbeHandler:        corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("http"), Scheme: corev1.URISchemeHTTP}},
+			InitialDelaySeconds: delay, TimeoutSeconds: 1, PeriodSeconds: 10, SuccessThreshold: 1, FailureThreshold: 3,
+		}
+	}
+	return &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": name}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{
+					"prometheus.io/scrape": "true", "prometheus.io/port": "9090",
+				}},
+				Spec: corev1.PodSpec{
+					ServiceAccountName: name,
+					Containers: []corev1.Container{{
+						Name:            "app",
+						Image:           fmt.Sprintf("registry.example.com/shop/%s:1.24.3", name),
+						ImagePullPolicy: corev1.PullIfNotPresent,
+						Args:            []string{"--config=/etc/app/config.yaml", "--log-format=json"},
+						Ports: []corev1.ContainerPort{
+							{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP},
+							{Name: "metrics", ContainerPort: 9090, Protocol: corev1.ProtocolTCP},
+						},
+						Env: []corev1.EnvVar{
+							{Name: "SERVICE_NAME", Value: name},
+							{Name: "LOG_LEVEL", Value: "info"},
+							{Name: "DATABASE_URL", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+								LocalObjectReference: corev1.LocalObjectReference{Name: name + "-db"}, Key: "url"}}},
+							{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},
+							{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}}},
+						},
+						Resources:                resources("250m", "512Mi"),
+						VolumeMounts:             []corev1.VolumeMount{{Name: "config", MountPath: "/etc/app", ReadOnly: true}, {Name: "tmp", MountPath: "/tmp"}},
+						LivenessProbe:            probe("/healthz", 10),
+						ReadinessProbe:           probe("/readyz", 5),
+						SecurityContext:          security,
+						TerminationMessagePath:   corev1.TerminationMessagePathDefault,
+						TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+					}, {
+						Name:                     "proxy",
+						Image:                    "registry.example.com/infra/envoy:1.31.2",
+						ImagePullPolicy:          corev1.PullIfNotPresent,
+						Args:                     []string{"--config-path=/etc/envoy/envoy.yaml"},
+						Ports:                    []corev1.ContainerPort{{Name: "proxy", ContainerPort: 15001, Protocol: corev1.ProtocolTCP}},
+						Resources:                resources("100m", "128Mi"),
+						VolumeMounts:             []corev1.VolumeMount{{Name: "envoy", MountPath: "/etc/envoy", ReadOnly: true}},
+						SecurityContext:          security,
+						TerminationMessagePath:   corev1.TerminationMessagePathDefault,
+						TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+					}},
+					Volumes: []corev1.Volume{
+						{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+							LocalObjectReference: corev1.LocalObjectReference{Name: name + "-config"}, DefaultMode: ptr.To[int32](0o644)}}},
+						{Name: "envoy", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+							LocalObjectReference: corev1.LocalObjectReference{Name: "envoy"}, DefaultMode: ptr.To[int32](0o644)}}},
+						{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+					},
+					RestartPolicy:                 corev1.RestartPolicyAlways,
+					TerminationGracePeriodSeconds: ptr.To[int64](30),
+					DNSPolicy:                     corev1.DNSClusterFirst,
+					SecurityContext:               &corev1.PodSecurityContext{FSGroup: ptr.To[int64](2000), RunAsUser: ptr.To[int64](1000)},
+					SchedulerName:                 corev1.DefaultSchedulerName,
+					Tolerations: []corev1.Toleration{
+						{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)},
+						{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)},
+					},
+					EnableServiceLinks: ptr.To(true),
+					PreemptionPolicy:   ptr.To(corev1.PreemptLowerPriority),
+					Priority:           ptr.To[int32](0),
+				},
+			},
+		},
+	}
+}
+
+// Pod returns the r-th running Pod of d, as its ReplicaSet's controller,
+// the scheduler and a kubelet leave it: defaults filled in, an owner, a
+// node, IPs, conditions and container statuses.
+func Pod(d *appsv1.Deployment, r int) *corev1.Pod {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(d.Name))
+	hash := fmt.Sprintf("%010x", h.Sum32())
+	rs := d.Name + "-" + hash
+	name := fmt.Sprintf("%s-%05x", rs, r)
+	labels := maps.Clone(d.Spec.Template.Labels)
+	labels[appsv1.DefaultDeploymentUniqueLabelKey] = hash
+	spec := *d.Spec.Template.Spec.DeepCopy()
+	spec.NodeName = fmt.Sprintf("node-%03d", r%50)
+	// The API server adds the service account token's volume.
+	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "kube-api-access-" + fmt.Sprintf("%05x", r), VolumeSource: corev1.VolumeSource{
+		Projected: &corev1.ProjectedVolumeSource{DefaultMode: ptr.To[int32](0o644), Sources: []corev1.VolumeProjection{
+			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{ExpirationSeconds: ptr.To[int64](3607), Path: "token"}},
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"},
+				Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+		}}}})
+	started := metav1.NewTime(Started.Add(time.Duration(r%60) * time.Second))
+	ip := fmt.Sprintf("10.%d.%d.%d", 1+r/65536, r/256%256, r%256)
+	status := corev1.PodStatus{
+		Phase: corev1.PodRunning,
+		Conditions: []corev1.PodCondition{
+			{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: started},
+			{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: started},
+			{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: started},
+			{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: started},
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: started},
+		},
+		HostIP:    fmt.Sprintf("192.168.0.%d", r%50),
+		HostIPs:   []corev1.HostIP{{IP: fmt.Sprintf("192.168.0.%d", r%50)}},
+		PodIP:     ip,
+		PodIPs:    []corev1.PodIP{{IP: ip}},
+		StartTime: &started,
+		QOSClass:  corev1.PodQOSBurstable,
+	}
+	for i, c := range spec.Containers {
+		status.ContainerStatuses = append(status.ContainerStatuses, corev1.ContainerStatus{
+			Name:        c.Name,
+			State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}},
+			Ready:       true,
+			Image:       c.Image,
+			ImageID:     c.Image + "@sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+			ContainerID: fmt.Sprintf("containerd://%064x", r*2+i),
+			Started:     ptr.To(true),
+			Resources:   c.Resources.DeepCopy(),
+			VolumeMounts: []corev1.VolumeMountStatus{{Name: c.VolumeMounts[0].Name, MountPath: c.VolumeMounts[0].MountPath,
+				ReadOnly: c.VolumeMounts[0].ReadOnly}},
+		})
+	}
+	return &corev1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              name,
+			GenerateName:      rs + "-",
+			Namespace:         d.Namespace,
+			UID:               types.UID(fmt.Sprintf("%08x-0000-4000-8000-%012x", h.Sum32(), r)),
+			ResourceVersion:   fmt.Sprint(100000 + r),
+			CreationTimestamp: started,
+			Labels:            labels,
+			Annotations:       maps.Clone(d.Spec.Template.Annotations),
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs,
+				UID: types.UID("rs-" + rs), Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
+		},
+		Spec:   spec,
+		Status: status,
+	}
+}
