@@ -19,6 +19,8 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/fxkube/fxkube/internal/share"
 )
 
 // entry is one store: one informer, shared by every request for its key.
@@ -53,6 +55,12 @@ type entry struct {
 	// pinned keeps the store on an informer of its own; guarded by the
 	// registry's lock.
 	pinned bool
+	// unshared turns sharing off (WithoutSharing); guarded by the
+	// registry's lock, set before the store starts.
+	unshared bool
+	// shared is the table the store's objects share their parts through,
+	// set as the store binds unless it is unshared; nil for a view.
+	shared *share.Table
 	// indexers are the requests' indexes, to move to a view's parent;
 	// guarded by the registry's lock.
 	indexers cache.Indexers
@@ -146,6 +154,11 @@ func (e *entry) add(t Transform, req request) error {
 	if req.ownInformer {
 		e.pinned = true
 	}
+	if req.unshared {
+		// A view's objects are its parent's: a store without sharing
+		// holds its own.
+		e.unshared, e.pinned = true, true
+	}
 	if !req.indexOnly {
 		e.mu.Lock()
 		e.consumers = append(e.consumers, req.consumer)
@@ -183,6 +196,9 @@ func (e *entry) bind(b Binding, now time.Time) {
 	e.lw.outsideShard = e.droppedOutsideShard
 	e.resource = b.Resource
 	e.startedAt = now
+	if !e.unshared {
+		e.shared = share.New(e.informer.GetIndexer().List)
+	}
 }
 
 // bindFailed records that the store could not be bound to its source, and
@@ -271,6 +287,9 @@ func (e *entry) transformObject(obj any) (any, error) {
 		if obj, err = e.transform.Func(obj); err != nil {
 			return nil, err
 		}
+	}
+	if e.shared != nil {
+		e.shared.Take(obj)
 	}
 	if d := e.registry.detector.Load(); d != nil {
 		d.take(e.key, obj)

@@ -72,6 +72,8 @@ type request struct {
 	indexOnly bool
 	// ownInformer keeps the store on an informer of its own.
 	ownInformer bool
+	// unshared turns sharing off for the store.
+	unshared bool
 }
 
 type index struct {
@@ -185,6 +187,21 @@ func WithConsumer(name string) Option {
 // figures.
 func WithOwnInformer() Option {
 	return newOption(func(r *request) { r.ownInformer = true }, "fxstore.WithOwnInformer()")
+}
+
+// WithoutSharing turns sharing off for the store: its objects hold their
+// own copy of every part, as decoded.
+//
+// By default a store's objects share the parts they repeat: the
+// replicas of a Deployment share their containers, labels and
+// resources, and every object shares its strings. Taking an object
+// costs time on each list and watch event; BENCHMARKS.md has the
+// figures. Turn sharing off for a store whose objects repeat little and
+// change often, or to rule sharing out while chasing a bug. The store
+// then has an informer of its own, as with WithOwnInformer: a view's
+// objects are its parent's.
+func WithoutSharing() Option {
+	return newOption(func(r *request) { r.unshared = true }, "fxstore.WithoutSharing()")
 }
 
 // indexOnly adds a request's indexes to its store without counting it as

@@ -29,6 +29,7 @@ func TestOptionsPrintTheirCall(t *testing.T) {
 		{fxstore.WithFieldIndex("spec.owner", ownerName), `fxstore.WithFieldIndex("spec.owner", fxstore_test.ownerName)`},
 		{fxstore.WithConsumer("rollout"), `fxstore.WithConsumer("rollout")`},
 		{fxstore.WithOwnInformer(), `fxstore.WithOwnInformer()`},
+		{fxstore.WithoutSharing(), `fxstore.WithoutSharing()`},
 		{fxstore.WithLogger(zap.NewNop().Named("stores")), `fxstore.WithLogger(logger "stores")`},
 		{fxstore.WithCacheConsumer("operator"), `fxstore.WithCacheConsumer("operator")`},
 		{fxstore.WithLateSyncTimeout(30 * time.Second), `fxstore.WithLateSyncTimeout(30s)`},
