@@ -357,9 +357,10 @@ func (t *Table) opaqueHash(v reflect.Value, own bool) uint64 {
 		}
 		return mix(11, uint64(q.MilliValue()))
 	case timeType:
-		return mix(12, uint64(v.Interface().(metav1.Time).UnixNano()))
+		// Through a pointer: boxing the value would allocate.
+		return mix(12, uint64(v.Addr().Interface().(*metav1.Time).UnixNano()))
 	case microType:
-		return mix(12, uint64(v.Interface().(metav1.MicroTime).UnixNano()))
+		return mix(12, uint64(v.Addr().Interface().(*metav1.MicroTime).UnixNano()))
 	}
 	h := uint64(13)
 	for i := range v.NumField() {
