@@ -77,3 +77,47 @@ func heap() int64 {
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapAlloc)
 }
+
+// BenchmarkTake reports the CPU and allocations of one Take of a Pod into
+// a table that holds its Deployment's other replicas.
+//
+//	go test -run '^$' -bench Take -benchmem ./internal/share
+func BenchmarkTake(b *testing.B) {
+	const deployments, replicas = 10, 100
+	var raw [][]byte
+	for r := range replicas {
+		for d := range deployments {
+			data, err := workload.Pod(workload.Deployment("shop", d, replicas), r).Marshal()
+			if err != nil {
+				b.Fatal(err)
+			}
+			raw = append(raw, data)
+		}
+	}
+	pods := make([]*corev1.Pod, len(raw))
+	decode := func() {
+		for i, data := range raw {
+			pods[i] = &corev1.Pod{}
+			if err := pods[i].Unmarshal(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	table := New(func() []any { return nil })
+	decode()
+	for _, p := range pods[:deployments] {
+		table.Take(p)
+	}
+	decode()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if i%len(pods) == 0 && i > 0 {
+			b.StopTimer()
+			decode()
+			table.taken = map[any]int{}
+			b.StartTimer()
+		}
+		table.Take(pods[i%len(pods)])
+	}
+}

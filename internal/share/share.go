@@ -60,6 +60,20 @@ type Table struct {
 	// transforms an object twice in a streamed list), they are left as
 	// they are: their parts may be shared by then.
 	taken map[any]int
+	// types caches what the table knows of each type it met.
+	types map[reflect.Type]typeInfo
+}
+
+// typeInfo is what a table knows of a type.
+type typeInfo struct {
+	// unexported: a struct with unexported fields, which reflection cannot
+	// set. Such values are hashed and compared whole.
+	unexported bool
+	// flat: two values with canonical parts are equal exactly when their
+	// memory is. Their fields are scalars, strings, pointers, maps and
+	// slices, with no interface, and no string behind an unexported field.
+	flat bool
+	size uintptr
 }
 
 // maxInFlight is how many rebuilds an object may be taken and not yet
@@ -69,7 +83,7 @@ const maxInFlight = 16
 // New returns a table that rebuilds itself from live: the objects its
 // owner still holds, as pointers.
 func New(live func() []any) *Table {
-	t := &Table{live: live, seed: maphash.MakeSeed(), rebuildAt: minRebuild, taken: map[any]int{}}
+	t := &Table{live: live, seed: maphash.MakeSeed(), rebuildAt: minRebuild, taken: map[any]int{}, types: map[reflect.Type]typeInfo{}}
 	t.reset()
 	return t
 }
@@ -160,7 +174,7 @@ func (t *Table) walk(v reflect.Value, own bool) uint64 {
 	case reflect.Float32, reflect.Float64:
 		return mix(5, math.Float64bits(v.Float()))
 	case reflect.Struct:
-		if hasUnexported(v.Type()) {
+		if t.info(v.Type()).unexported {
 			return t.opaqueHash(v, own)
 		}
 		h := uint64(v.NumField())
@@ -180,7 +194,7 @@ func (t *Table) walk(v reflect.Value, own bool) uint64 {
 		}
 		e := v.Elem()
 		h := mix(6, t.walk(e, own))
-		t.canonical(v, h, own, func(c reflect.Value) bool { return shallowEqual(c.Elem(), e) })
+		t.canonical(v, h, own, func(c reflect.Value) bool { return t.shallowEqual(c.Elem(), e) })
 		return h
 	case reflect.Slice:
 		if v.IsNil() {
@@ -196,7 +210,7 @@ func (t *Table) walk(v reflect.Value, own bool) uint64 {
 			}
 		}
 		h = mix(7, h)
-		t.canonical(v, h, own, func(c reflect.Value) bool { return equalElems(c, v) })
+		t.canonical(v, h, own, func(c reflect.Value) bool { return t.equalElems(c, v) })
 		return h
 	case reflect.Map:
 		return t.walkMap(v, own)
@@ -255,7 +269,7 @@ func (t *Table) walkMap(v reflect.Value, own bool) uint64 {
 			return false
 		}
 		for i := 0; i < len(pairs); i += 2 {
-			if ce := c.MapIndex(pairs[i]); !ce.IsValid() || !shallowEqual(ce, pairs[i+1]) {
+			if ce := c.MapIndex(pairs[i]); !ce.IsValid() || !t.shallowEqual(ce, pairs[i+1]) {
 				return false
 			}
 		}
@@ -288,8 +302,13 @@ func (t *Table) canonical(v reflect.Value, h uint64, own bool, equal func(reflec
 		return
 	}
 	if v.Kind() == reflect.Slice {
-		// Held without spare capacity, so that an append copies.
-		t.hold(v.Type(), h, v.Slice3(0, v.Len(), v.Len()))
+		// Held without spare capacity, so that an append copies. The
+		// object holds it so too: its memory then equals its equals'.
+		c := v.Slice3(0, v.Len(), v.Len())
+		if own {
+			v.Set(c)
+		}
+		t.hold(v.Type(), h, c)
 		return
 	}
 	t.hold(v.Type(), h, v)
@@ -316,7 +335,8 @@ func (t *Table) hold(typ reflect.Type, h uint64, v reflect.Value) {
 
 func (t *Table) str(s string) string {
 	if s == "" {
-		return s
+		// One empty string, so that equal values have equal memory.
+		return ""
 	}
 	if c, ok := t.strs[s]; ok {
 		return c
@@ -392,7 +412,7 @@ func hashOnly(v reflect.Value) uint64 {
 
 // shallowEqual reports whether a and b, of one type and with canonical
 // parts, are equal: their own fields equal, their parts the same copies.
-func shallowEqual(a, b reflect.Value) bool {
+func (t *Table) shallowEqual(a, b reflect.Value) bool {
 	switch a.Kind() {
 	case reflect.String:
 		return a.String() == b.String()
@@ -408,44 +428,60 @@ func shallowEqual(a, b reflect.Value) bool {
 	case reflect.Pointer, reflect.Map, reflect.Slice:
 		return sameRef(a, b)
 	case reflect.Struct:
-		if hasUnexported(a.Type()) {
+		info := t.info(a.Type())
+		if info.flat && a.CanAddr() && b.CanAddr() {
+			return sameMemory(a.Addr().UnsafePointer(), b.Addr().UnsafePointer(), info.size)
+		}
+		if info.unexported {
 			if a.Type().Comparable() {
 				return a.Equal(b)
 			}
 			return reflect.DeepEqual(a.Interface(), b.Interface())
 		}
 		for i := range a.NumField() {
-			if !shallowEqual(a.Field(i), b.Field(i)) {
+			if !t.shallowEqual(a.Field(i), b.Field(i)) {
 				return false
 			}
 		}
 		return true
 	case reflect.Array:
-		return equalElems(a, b)
+		return t.equalElems(a, b)
 	case reflect.Interface:
 		if a.IsNil() || b.IsNil() {
 			return a.IsNil() == b.IsNil()
 		}
 		ae, be := a.Elem(), b.Elem()
-		return ae.Type() == be.Type() && shallowEqual(ae, be)
+		return ae.Type() == be.Type() && t.shallowEqual(ae, be)
 	}
 	return false
 }
 
 // equalElems reports whether two slices or arrays hold equal elements.
-func equalElems(a, b reflect.Value) bool {
+func (t *Table) equalElems(a, b reflect.Value) bool {
 	if a.Kind() == reflect.Slice && a.IsNil() != b.IsNil() || a.Len() != b.Len() {
 		return false
 	}
 	if a.Kind() == reflect.Slice && a.Type().Elem().Kind() == reflect.Uint8 {
 		return bytes.Equal(a.Bytes(), b.Bytes())
 	}
+	if a.Kind() == reflect.Slice && a.Len() > 0 {
+		if info := t.info(a.Type().Elem()); info.flat {
+			return sameMemory(a.UnsafePointer(), b.UnsafePointer(), uintptr(a.Len())*info.size)
+		}
+	}
 	for i := range a.Len() {
-		if !shallowEqual(a.Index(i), b.Index(i)) {
+		if !t.shallowEqual(a.Index(i), b.Index(i)) {
 			return false
 		}
 	}
 	return true
+}
+
+// sameMemory reports whether n bytes at a and at b are equal. For flat
+// values with canonical parts, that is equality: equal strings, pointers,
+// maps and slices are the same copies.
+func sameMemory(a, b unsafe.Pointer, n uintptr) bool {
+	return a == b || bytes.Equal(unsafe.Slice((*byte)(a), n), unsafe.Slice((*byte)(b), n))
 }
 
 // sameRef reports whether a and b are the same copy: the same string
@@ -467,23 +503,44 @@ func sameString(a, b string) bool {
 	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
 }
 
-var unexported sync.Map // reflect.Type → bool
-
-// hasUnexported reports whether a struct type has unexported fields,
-// which reflection cannot set: such values are hashed and compared whole.
-func hasUnexported(typ reflect.Type) bool {
-	if o, ok := unexported.Load(typ); ok {
-		return o.(bool)
+// info returns what the table knows of typ, learning it the first time.
+func (t *Table) info(typ reflect.Type) typeInfo {
+	if info, ok := t.types[typ]; ok {
+		return info
 	}
-	o := false
-	for i := range typ.NumField() {
-		if !typ.Field(i).IsExported() {
-			o = true
-			break
+	info := typeInfo{flat: flat(typ, false), size: typ.Size()}
+	if typ.Kind() == reflect.Struct {
+		for i := range typ.NumField() {
+			if !typ.Field(i).IsExported() {
+				info.unexported = true
+				break
+			}
 		}
 	}
-	unexported.Store(typ, o)
-	return o
+	t.types[typ] = info
+	return info
+}
+
+// flat reports whether values of typ with canonical parts are equal
+// exactly when their memory is. Behind an unexported field (hidden), a
+// string is not made canonical, so it is not flat.
+func flat(typ reflect.Type, hidden bool) bool {
+	switch typ.Kind() {
+	case reflect.Interface, reflect.Chan, reflect.Func, reflect.UnsafePointer:
+		return false
+	case reflect.String:
+		return !hidden
+	case reflect.Array:
+		return flat(typ.Elem(), hidden)
+	case reflect.Struct:
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			if !flat(f.Type, hidden || !f.IsExported()) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // mix combines a hash with another value.
