@@ -197,7 +197,7 @@ func (e *entry) bind(b Binding, now time.Time) {
 	e.resource = b.Resource
 	e.startedAt = now
 	if !e.unshared {
-		e.shared = share.New(e.informer.GetIndexer().List)
+		e.shared = share.New(e.informer.GetIndexer())
 	}
 }
 

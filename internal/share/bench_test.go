@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/fxkube/fxkube/internal/workload"
 )
@@ -48,7 +49,7 @@ func BenchmarkPods(b *testing.B) {
 
 				base = heap()
 				pods = decode()
-				table := New(func() []any { return nil })
+				table := New(cache.NewStore(cache.MetaNamespaceKeyFunc))
 				start := time.Now()
 				for _, p := range pods {
 					table.Take(p)
@@ -79,45 +80,71 @@ func heap() int64 {
 }
 
 // BenchmarkTake reports the CPU and allocations of one Take of a Pod into
-// a table that holds its Deployment's other replicas.
+// a table that holds its Deployment's other replicas: a Pod added, and a
+// Pod updated (its resource version and an annotation changed).
 //
 //	go test -run '^$' -bench Take -benchmem ./internal/share
 func BenchmarkTake(b *testing.B) {
 	const deployments, replicas = 10, 100
-	var raw [][]byte
-	for r := range replicas {
-		for d := range deployments {
-			data, err := workload.Pod(workload.Deployment("shop", d, replicas), r).Marshal()
-			if err != nil {
-				b.Fatal(err)
+	encode := func(change func(*corev1.Pod)) [][]byte {
+		var raw [][]byte
+		for r := range replicas {
+			for d := range deployments {
+				pod := workload.Pod(workload.Deployment("shop", d, replicas), r)
+				change(pod)
+				data, err := pod.Marshal()
+				if err != nil {
+					b.Fatal(err)
+				}
+				raw = append(raw, data)
 			}
-			raw = append(raw, data)
 		}
+		return raw
 	}
-	pods := make([]*corev1.Pod, len(raw))
-	decode := func() {
+	decode := func(raw [][]byte) []*corev1.Pod {
+		pods := make([]*corev1.Pod, len(raw))
 		for i, data := range raw {
 			pods[i] = &corev1.Pod{}
 			if err := pods[i].Unmarshal(data); err != nil {
 				b.Fatal(err)
 			}
 		}
+		return pods
 	}
-	table := New(func() []any { return nil })
-	decode()
-	for _, p := range pods[:deployments] {
-		table.Take(p)
-	}
-	decode()
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := range b.N {
-		if i%len(pods) == 0 && i > 0 {
-			b.StopTimer()
-			decode()
-			table.taken = map[any]int{}
-			b.StartTimer()
-		}
-		table.Take(pods[i%len(pods)])
+	added := encode(func(*corev1.Pod) {})
+	updated := encode(func(p *corev1.Pod) {
+		p.ResourceVersion += "1"
+		p.Annotations = map[string]string{"example.com/touched": "yes"}
+	})
+	for _, bc := range []struct {
+		name string
+		// held are the Pods held before the benchmark takes raw's.
+		held, raw [][]byte
+	}{
+		{"add", added[:deployments], added},
+		{"update", added, updated},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+			table := New(store)
+			for _, p := range decode(bc.held) {
+				table.Take(p)
+				if err := store.Add(p); err != nil {
+					b.Fatal(err)
+				}
+			}
+			pods := decode(bc.raw)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				if i%len(pods) == 0 && i > 0 {
+					b.StopTimer()
+					pods = decode(bc.raw)
+					table.taken = map[any]int{}
+					b.StartTimer()
+				}
+				table.Take(pods[i%len(pods)])
+			}
+		})
 	}
 }

@@ -13,12 +13,19 @@
 // and their children are the same copies. A comparison never goes deeper
 // than one level, and a part that is not shared is never wrong.
 //
+// # Updates
+//
+// An update mostly repeats the object it replaces. Before it hashes, a
+// table compares an object with the one its owner holds under the same
+// key. Each part equal to the held object's becomes that part, unhashed.
+// Only the parts that changed are looked up.
+//
 // # Release
 //
 // A table holds its canonical copies strongly. Once it has doubled since
-// it was last rebuilt, it rebuilds itself from the objects still held (its
-// live function) and those taken since: what no object holds any more is
-// gone. Churn does not grow it.
+// it was last rebuilt, it rebuilds itself from the objects its owner still
+// holds and those taken since: what no object holds any more is gone.
+// Churn does not grow it.
 //
 // # Contract
 //
@@ -43,9 +50,9 @@ const minRebuild = 4096
 
 // Table holds the canonical parts of the objects it takes.
 type Table struct {
-	mu   sync.Mutex
-	live func() []any
-	seed maphash.Seed
+	mu     sync.Mutex
+	holder Holder
+	seed   maphash.Seed
 
 	strs  map[string]string
 	boxes map[string]any // strings boxed in interfaces, as unstructured holds them
@@ -76,14 +83,23 @@ type typeInfo struct {
 	size uintptr
 }
 
+// Holder is what a table's owner holds. client-go's cache.Store is one.
+type Holder interface {
+	// List returns the objects held, as pointers.
+	List() []any
+	// Get returns the object held under obj's key.
+	Get(obj any) (item any, exists bool, err error)
+}
+
 // maxInFlight is how many rebuilds an object may be taken and not yet
 // listed by live before the table forgets it: its owner dropped it.
 const maxInFlight = 16
 
-// New returns a table that rebuilds itself from live: the objects its
-// owner still holds, as pointers.
-func New(live func() []any) *Table {
-	t := &Table{live: live, seed: maphash.MakeSeed(), rebuildAt: minRebuild, taken: map[any]int{}, types: map[reflect.Type]typeInfo{}}
+// New returns a table for the objects holder holds. The table compares
+// each object with the one held under its key, and rebuilds itself from
+// those held.
+func New(holder Holder) *Table {
+	t := &Table{holder: holder, seed: maphash.MakeSeed(), rebuildAt: minRebuild, taken: map[any]int{}, types: map[reflect.Type]typeInfo{}}
 	t.reset()
 	return t
 }
@@ -108,7 +124,11 @@ func (t *Table) Take(obj any) {
 	if _, ok := t.taken[obj]; ok {
 		return
 	}
-	t.walk(v.Elem(), true)
+	if held := t.held(obj, v.Type()); held.IsValid() {
+		t.walkAgainst(v.Elem(), held.Elem())
+	} else {
+		t.walk(v.Elem(), true)
+	}
 	t.taken[obj] = t.generation
 	if t.size >= t.rebuildAt {
 		t.rebuild()
@@ -127,7 +147,7 @@ func (t *Table) Len() int {
 func (t *Table) rebuild() {
 	t.reset()
 	t.generation++
-	live := t.live()
+	live := t.holder.List()
 	listed := make(map[any]struct{}, len(live))
 	for _, obj := range live {
 		listed[obj] = struct{}{}
@@ -142,6 +162,19 @@ func (t *Table) rebuild() {
 		t.register(obj)
 	}
 	t.rebuildAt = max(minRebuild, 2*t.size)
+}
+
+// held returns the object the holder holds under obj's key, if it is
+// another object of obj's type.
+func (t *Table) held(obj any, typ reflect.Type) reflect.Value {
+	h, ok, err := t.holder.Get(obj)
+	if err != nil || !ok || h == obj {
+		return reflect.Value{}
+	}
+	if v := reflect.ValueOf(h); v.Type() == typ && !v.IsNil() {
+		return v
+	}
+	return reflect.Value{}
 }
 
 func (t *Table) register(obj any) {
@@ -243,6 +276,126 @@ func (t *Table) walk(v reflect.Value, own bool) uint64 {
 		// objects; structures holding them are never equal.
 		return 9
 	}
+}
+
+// walkAgainst makes v's parts canonical, as walk does, where held, of
+// v's type, has no part equal to them. Parts equal to held's become
+// held's, which are canonical: an object the table took.
+func (t *Table) walkAgainst(v, held reflect.Value) {
+	switch v.Kind() {
+	case reflect.Struct:
+		if t.info(v.Type()).unexported {
+			t.walk(v, true)
+			return
+		}
+		for i := range v.NumField() {
+			t.walkAgainst(v.Field(i), held.Field(i))
+		}
+	case reflect.Array:
+		for i := range v.Len() {
+			t.walkAgainst(v.Index(i), held.Index(i))
+		}
+	case reflect.String:
+		if s, h := v.String(), held.String(); s == h {
+			if !sameString(s, h) {
+				v.SetString(h)
+			}
+			return
+		}
+		t.walk(v, true)
+	case reflect.Pointer, reflect.Slice, reflect.Map, reflect.Interface:
+		if t.deepEqual(v, held) {
+			if !sameRef(v, held) {
+				v.Set(held)
+			}
+			return
+		}
+		t.walk(v, true)
+	}
+}
+
+// deepEqual reports whether a, which the caller owns, and b are equal at
+// every depth, as exactly as the table compares parts.
+func (t *Table) deepEqual(a, b reflect.Value) bool {
+	switch a.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice:
+		if a.IsNil() || b.IsNil() {
+			return a.IsNil() == b.IsNil()
+		}
+		if a.Kind() != reflect.Slice && a.UnsafePointer() == b.UnsafePointer() {
+			return true
+		}
+	}
+	switch a.Kind() {
+	case reflect.String:
+		return a.String() == b.String()
+	case reflect.Pointer:
+		return t.deepEqual(a.Elem(), b.Elem())
+	case reflect.Slice:
+		if a.Len() != b.Len() {
+			return false
+		}
+		if a.Type().Elem().Kind() == reflect.Uint8 {
+			return bytes.Equal(a.Bytes(), b.Bytes())
+		}
+		for i := range a.Len() {
+			if !t.deepEqual(a.Index(i), b.Index(i)) {
+				return false
+			}
+		}
+		return true
+	case reflect.Array:
+		for i := range a.Len() {
+			if !t.deepEqual(a.Index(i), b.Index(i)) {
+				return false
+			}
+		}
+		return true
+	case reflect.Map:
+		if a.Len() != b.Len() {
+			return false
+		}
+		if as, ok := a.Interface().(map[string]string); ok {
+			bs := b.Interface().(map[string]string)
+			for k, av := range as {
+				if bv, ok := bs[k]; !ok || av != bv {
+					return false
+				}
+			}
+			return true
+		}
+		k := reflect.New(a.Type().Key()).Elem()
+		e := reflect.New(a.Type().Elem()).Elem()
+		for it := a.MapRange(); it.Next(); {
+			k.SetIterKey(it)
+			e.SetIterValue(it)
+			if be := b.MapIndex(k); !be.IsValid() || !t.deepEqual(e, be) {
+				return false
+			}
+		}
+		return true
+	case reflect.Interface:
+		if a.IsNil() || b.IsNil() {
+			return a.IsNil() == b.IsNil()
+		}
+		ae, be := a.Elem(), b.Elem()
+		return ae.Type() == be.Type() && t.deepEqual(ae, be)
+	case reflect.Struct:
+		if t.info(a.Type()).unexported {
+			if a.Type() == quantityType && a.CanAddr() {
+				// As walk does: the canonical form cached, a write.
+				_ = a.Addr().Interface().(*resource.Quantity).String()
+			}
+			return t.shallowEqual(a, b)
+		}
+		for i := range a.NumField() {
+			if !t.deepEqual(a.Field(i), b.Field(i)) {
+				return false
+			}
+		}
+		return true
+	}
+	return t.shallowEqual(a, b)
 }
 
 // walkMap makes a map's keys and values canonical, then the map itself:

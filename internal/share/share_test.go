@@ -50,7 +50,7 @@ func TestTakeSharesWhatReplicasRepeat(t *testing.T) {
 	for i, p := range pods {
 		want[i] = p.DeepCopy()
 	}
-	table := New(func() []any { return nil })
+	table := New(cache.NewStore(cache.MetaNamespaceKeyFunc))
 	for _, p := range pods {
 		table.Take(p)
 	}
@@ -122,20 +122,28 @@ func TestTakeSharesOnlyEqualParts(t *testing.T) {
 			return !sameMap(a.Spec.Containers[0].Resources.Requests, b.Spec.Containers[0].Resources.Requests)
 		},
 	}} {
-		t.Run(tt.name, func(t *testing.T) {
-			a, b := base.DeepCopy(), base.DeepCopy()
-			a.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("1")
-			b.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("1")
-			tt.change(b)
-			wantA, wantB := a.DeepCopy(), b.DeepCopy()
-			table := New(func() []any { return nil })
-			table.Take(a)
-			table.Take(b)
-			requireEqual(t, wantA, a)
-			requireEqual(t, wantB, b)
-			assert.True(t, tt.apart(a, b), "the changed part is not shared")
-			assert.Same(t, a.Spec.SecurityContext, b.Spec.SecurityContext, "what is equal still is")
-		})
+		// b is taken as another object, then as an update of a: compared
+		// with a first.
+		for _, update := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/update=%t", tt.name, update), func(t *testing.T) {
+				a, b := base.DeepCopy(), base.DeepCopy()
+				a.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("1")
+				b.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("1")
+				tt.change(b)
+				wantA, wantB := a.DeepCopy(), b.DeepCopy()
+				store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+				table := New(store)
+				table.Take(a)
+				if update {
+					require.NoError(t, store.Add(a))
+				}
+				table.Take(b)
+				requireEqual(t, wantA, a)
+				requireEqual(t, wantB, b)
+				assert.True(t, tt.apart(a, b), "the changed part is not shared")
+				assert.Same(t, a.Spec.SecurityContext, b.Spec.SecurityContext, "what is equal still is")
+			})
+		}
 	}
 }
 
@@ -150,7 +158,7 @@ func TestTakeSharesUnstructured(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(raw), &objs[i].Object))
 	}
 	want := []*unstructured.Unstructured{objs[0].DeepCopy(), objs[1].DeepCopy()}
-	table := New(func() []any { return nil })
+	table := New(cache.NewStore(cache.MetaNamespaceKeyFunc))
 	for _, o := range objs {
 		table.Take(o)
 	}
@@ -170,7 +178,7 @@ func TestTakeSharesUnstructured(t *testing.T) {
 // parts may be shared by then, and must not be written.
 func TestTakeTwice(t *testing.T) {
 	pods := podsOf(t, workload.Deployment("shop", 1, 2), 2)
-	table := New(func() []any { return nil })
+	table := New(cache.NewStore(cache.MetaNamespaceKeyFunc))
 	table.Take(pods[0])
 	containers := unsafe.SliceData(pods[0].Spec.Containers)
 	// As if rebuilt without pods[0]: the equal pods[1] now holds the
@@ -189,7 +197,7 @@ func TestTakeTwice(t *testing.T) {
 // equals what it was taken as, while readers read them.
 func TestChurn(t *testing.T) {
 	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
-	table := New(store.List)
+	table := New(store)
 	rng := rand.New(rand.NewPCG(1, 2))
 	deployments := make([]*appsv1.Deployment, 20)
 	for i := range deployments {
@@ -250,7 +258,7 @@ func TestChurn(t *testing.T) {
 		require.True(t, ok, key)
 		requireEqual(t, pod, got, "%s equals what it was taken as", key)
 	}
-	fresh := New(store.List)
+	fresh := New(store)
 	for _, obj := range store.List() {
 		fresh.register(obj)
 	}
