@@ -135,6 +135,10 @@ type Store struct {
 	// Failing says, for a running app, since when and why the store's
 	// list/watch fails (see fxstore.FailingError).
 	Failing string `json:"failing,omitempty"`
+	// Objects and Bytes are, for a running app, what the store holds and
+	// an estimate of the heap it takes (see fxstore.StoreInfo).
+	Objects int   `json:"objects,omitempty"`
+	Bytes   int64 `json:"bytes,omitempty"`
 }
 
 // Controller is one controller of the Graph.
@@ -315,7 +319,7 @@ func NewGraph(reg *fxstore.Registry, ctrls fxcontroller.Controllers, hosted fxco
 			failing = (&fxstore.FailingError{Since: since, Err: s.Status.LastError}).Error()
 		}
 		g.Stores = append(g.Stores, Store{
-			ViewOf: viewOf, Failing: failing,
+			ViewOf: viewOf, Failing: failing, Objects: s.Objects, Bytes: s.Bytes,
 			Key: k.String(), Group: k.Kind.Group, Version: k.Kind.Version, Kind: k.Kind.Kind,
 			Namespace: k.Namespace, LabelSelector: k.LabelSelector, FieldSelector: k.FieldSelector,
 			Projection: k.Projection.String(), Transform: k.Transform,
@@ -406,6 +410,21 @@ Store keys in "primary" and "secondary" match a store's "key".`,
 	return cmd
 }
 
+// heapText says how much heap a store's objects take.
+func heapText(bytes int64, view bool) string {
+	if view {
+		return "in its parent's heap"
+	}
+	const kib, mib = 1 << 10, 1 << 20
+	switch {
+	case bytes >= mib:
+		return fmt.Sprintf("about %.1f MiB", float64(bytes)/mib)
+	case bytes >= kib:
+		return fmt.Sprintf("about %.1f KiB", float64(bytes)/kib)
+	}
+	return fmt.Sprintf("about %d B", bytes)
+}
+
 // WriteText prints the graph for people.
 func (g Graph) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "%d store requests → %d specs → %d informers\n\nStores:\n", g.Requests, g.Specs, g.Informers)
@@ -427,6 +446,9 @@ func (g Graph) WriteText(w io.Writer) {
 		}
 		if len(s.Indexes) > 0 {
 			fmt.Fprintf(w, "    indexes: %s\n", strings.Join(s.Indexes, ", "))
+		}
+		if s.Objects > 0 {
+			fmt.Fprintf(w, "    holds: %d objects, %s\n", s.Objects, heapText(s.Bytes, s.ViewOf != ""))
 		}
 	}
 	fmt.Fprintln(w, "\nControllers:")

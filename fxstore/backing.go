@@ -17,6 +17,10 @@ type backing interface {
 	// close ends the backing when the store is dropped: a view's handlers
 	// leave its parent's informer.
 	close()
+	// heapBytes estimates the heap the backing's n objects take, beyond
+	// what other stores hold: 0 for a view, whose objects are its
+	// parent's.
+	heapBytes(n int) int64
 }
 
 // ownInformer backs a store with an informer of its own, which the
@@ -32,6 +36,8 @@ func (o ownInformer) source() *entry { return o.e }
 
 // close does nothing: the registry stops the informer (entry.stop).
 func (ownInformer) close() {}
+
+func (o ownInformer) heapBytes(n int) int64 { return o.e.heapBytes(n) }
 
 // backingRef holds a backing in an atomic.Pointer.
 type backingRef struct{ backing }

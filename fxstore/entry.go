@@ -60,7 +60,7 @@ type entry struct {
 	unshared bool
 	// shared is the table the store's objects share their parts through,
 	// set as the store binds unless it is unshared; nil for a view.
-	shared *share.Table
+	shared atomic.Pointer[share.Table]
 	// indexers are the requests' indexes, to move to a view's parent;
 	// guarded by the registry's lock.
 	indexers cache.Indexers
@@ -197,7 +197,7 @@ func (e *entry) bind(b Binding, now time.Time) {
 	e.resource = b.Resource
 	e.startedAt = now
 	if !e.unshared {
-		e.shared = share.New(e.informer.GetIndexer())
+		e.shared.Store(share.New(e.informer.GetIndexer()))
 	}
 }
 
@@ -288,8 +288,8 @@ func (e *entry) transformObject(obj any) (any, error) {
 			return nil, err
 		}
 	}
-	if e.shared != nil {
-		e.shared.Take(obj)
+	if t := e.shared.Load(); t != nil {
+		t.Take(obj)
 	}
 	if d := e.registry.detector.Load(); d != nil {
 		d.take(e.key, obj)
@@ -322,6 +322,30 @@ func (e *entry) list(namespace string) ([]any, error) {
 // count returns how many objects the store holds.
 func (e *entry) count() int { return len(e.indexer().ListKeys()) }
 
+// sampled is how many objects an unshared store sizes to estimate its
+// heap.
+const sampled = 32
+
+// heapBytes estimates the heap the n objects of the store's own informer
+// take. With sharing, its table keeps the count; without, a sample of
+// the objects is sized.
+func (e *entry) heapBytes(n int) int64 {
+	if t := e.shared.Load(); t != nil {
+		return t.Bytes(n)
+	}
+	objs := e.informer.GetIndexer().List()
+	if len(objs) == 0 {
+		return 0
+	}
+	step := max(1, len(objs)/sampled)
+	var sum, k int64
+	for i := 0; i < len(objs); i += step {
+		sum += share.Size(objs[i])
+		k++
+	}
+	return sum * int64(n) / k
+}
+
 func (e *entry) info() StoreInfo {
 	// indexFuncs is guarded by the registry's lock, which is taken before
 	// the entry's.
@@ -343,6 +367,8 @@ func (e *entry) info() StoreInfo {
 		}
 	}
 	since, failing := e.health()
+	objects := e.count()
+	bytes := e.backing().heapBytes(objects)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	lastErr := cmp.Or(e.reportedErrLocked(), parentErr, failing)
@@ -352,6 +378,8 @@ func (e *entry) info() StoreInfo {
 		Consumers: slices.Clone(e.consumers),
 		Indexes:   indexes,
 		Late:      e.late,
+		Objects:   objects,
+		Bytes:     bytes,
 		Status: StoreStatus{
 			Synced:        e.synced.Load(),
 			SyncDuration:  e.syncedIn,

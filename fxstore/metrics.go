@@ -10,6 +10,8 @@ import (
 var (
 	objectsDesc = prometheus.NewDesc("fxkube_store_objects",
 		"Objects held by the store.", []string{"store"}, nil)
+	bytesDesc = prometheus.NewDesc("fxkube_store_bytes",
+		"Estimated heap bytes the store's objects take, parts shared with its other objects counted once; 0 for a view, whose objects are its parent's.", []string{"store"}, nil)
 	receivedDesc = prometheus.NewDesc("fxkube_store_received_total",
 		"Objects received by the store from list and watch.", []string{"store"}, nil)
 	errorsDesc = prometheus.NewDesc("fxkube_store_list_watch_errors_total",
@@ -37,7 +39,7 @@ var (
 // Describe implements prometheus.Collector; the registry reports its stores'
 // metrics, labelled by store key, when registered with a Prometheus registry.
 func (r *Registry) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{objectsDesc, receivedDesc, errorsDesc, syncedDesc, syncDurationDesc, consumersDesc, viewDesc, lateDesc, outsideShardDesc, shardOnClientDesc, failingDesc, staleDesc} {
+	for _, d := range []*prometheus.Desc{objectsDesc, bytesDesc, receivedDesc, errorsDesc, syncedDesc, syncDurationDesc, consumersDesc, viewDesc, lateDesc, outsideShardDesc, shardOnClientDesc, failingDesc, staleDesc} {
 		ch <- d
 	}
 }
@@ -57,7 +59,8 @@ func (r *Registry) Collect(ch chan<- prometheus.Metric) {
 		e.mu.Lock()
 		fails := e.watchFails
 		e.mu.Unlock()
-		ch <- prometheus.MustNewConstMetric(objectsDesc, prometheus.GaugeValue, float64(e.count()), store)
+		ch <- prometheus.MustNewConstMetric(objectsDesc, prometheus.GaugeValue, float64(info.Objects), store)
+		ch <- prometheus.MustNewConstMetric(bytesDesc, prometheus.GaugeValue, float64(info.Bytes), store)
 		ch <- prometheus.MustNewConstMetric(receivedDesc, prometheus.CounterValue, float64(e.received.Load()), store)
 		ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.CounterValue, float64(fails), store)
 		ch <- prometheus.MustNewConstMetric(syncedDesc, prometheus.GaugeValue, synced, store)

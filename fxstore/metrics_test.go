@@ -53,6 +53,7 @@ func TestMetrics(t *testing.T) {
 		return 0
 	}
 	assert.Equal(t, 2.0, value("fxkube_store_objects"))
+	assert.Positive(t, value("fxkube_store_bytes"))
 	assert.Equal(t, 2.0, value("fxkube_store_received_total"))
 	assert.Equal(t, 1.0, value("fxkube_store_synced"))
 	assert.Equal(t, 2.0, value("fxkube_store_consumers"))
@@ -64,7 +65,7 @@ func TestMetrics(t *testing.T) {
 	assert.Equal(t, 0.0, value("fxkube_store_stale_seconds"))
 	n, err := testutil.GatherAndCount(reg)
 	require.NoError(t, err)
-	assert.Equal(t, 10, n, "ten series for the one store")
+	assert.Equal(t, 11, n, "eleven series for the one store")
 
 	restore := src.Fail(apierrors.NewForbidden(corev1.Resource("configmaps"), "", errors.New("access revoked")))
 	defer restore()

@@ -1,13 +1,17 @@
 package fxstore_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"unsafe"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/fxstore/fxstoretest"
@@ -46,4 +50,48 @@ func TestStoresShareWhatObjectsRepeat(t *testing.T) {
 
 func sameMap(a, b map[string]string) bool {
 	return *(*unsafe.Pointer)(unsafe.Pointer(&a)) == *(*unsafe.Pointer)(unsafe.Pointer(&b))
+}
+
+// Each store estimates the heap its objects take: less with sharing than
+// without, nothing of its own for a view. The metric says the same.
+func TestStoreBytes(t *testing.T) {
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	_, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{})
+	require.NoError(t, err)
+	_, err = fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{Namespace: "a"})
+	require.NoError(t, err)
+	_, err = fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{LabelSelector: "app=web"}, fxstore.WithoutSharing())
+	require.NoError(t, err)
+	var objs []client.Object
+	for i := range 50 {
+		data := map[string]string{"config.yaml": strings.Repeat("replicas: 3\n", 100)}
+		objs = append(objs, configMap("a", fmt.Sprintf("web-%d", i), map[string]string{"app": "web"}, data))
+	}
+	fxstoretest.Start(t, r, fxstoretest.NewSource(clientgoscheme.Scheme, objs...))
+
+	bytes := map[string]int64{}
+	for _, s := range r.Stores() {
+		assert.Equal(t, 50, s.Objects, "%s", s.Key)
+		bytes[s.Key.String()] = s.Bytes
+	}
+	all, view, unshared := bytes["ConfigMap/v1 (all namespaces)"], bytes[`ConfigMap/v1 (namespace "a")`], bytes[`ConfigMap/v1 (all namespaces, labels "app=web")`]
+	t.Logf("heap estimated: %v", bytes)
+	// Each object holds 1,200 bytes of data: 60,000 bytes unshared.
+	assert.Greater(t, unshared, int64(60_000), "unshared")
+	assert.Less(t, all, unshared/4, "shared: the data is held once")
+	assert.Zero(t, view, "a view holds its parent's objects")
+
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(r))
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	got := map[string]int64{}
+	for _, f := range families {
+		if f.GetName() == "fxkube_store_bytes" {
+			for _, m := range f.GetMetric() {
+				got[m.GetLabel()[0].GetValue()] = int64(m.GetGauge().GetValue())
+			}
+		}
+	}
+	assert.Equal(t, bytes, got, "fxkube_store_bytes")
 }

@@ -21,6 +21,8 @@ var _ backing = (*view)(nil)
 func (v *view) source() *entry { return v.parent }
 func (v *view) close()         { v.Filtered.Close() }
 
+func (*view) heapBytes(int) int64 { return 0 }
+
 // newView returns the view of parent whose objects are those sel selects
 // of parent's (key's objects), made by project, with its indexes by the
 // names indexNames gives them on parent; indexers are its own index

@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -202,6 +203,10 @@ func TestKindFirstReadAfterStartStartsLate(t *testing.T) {
 		var text strings.Builder
 		g.WriteText(&text)
 		assert.Contains(t, text.String(), "ServiceAccount/v1 (all namespaces)\n    started late, on first read\n    consumers: late-reader")
+		// A running app's stores say what they hold.
+		require.Positive(t, late.Objects)
+		assert.Positive(t, late.Bytes)
+		assert.Contains(t, text.String(), fmt.Sprintf("consumers: late-reader\n    holds: %d objects, about ", late.Objects))
 	})
 
 	t.Run("forbidden", func(t *testing.T) {

@@ -57,8 +57,12 @@ type Table struct {
 	strs  map[string]string
 	boxes map[string]any // strings boxed in interfaces, as unstructured holds them
 	parts map[reflect.Type]map[uint64][]reflect.Value
-	// size counts the entries of strs, boxes and parts.
-	size      int
+	// size counts the entries of strs, boxes and parts; bytes estimates
+	// the heap they take (see Bytes).
+	size  int
+	bytes int64
+	// rootSize is the size of the structs taken.
+	rootSize  int64
 	rebuildAt int
 	// generation counts rebuilds.
 	generation int
@@ -108,7 +112,7 @@ func (t *Table) reset() {
 	t.strs = map[string]string{}
 	t.boxes = map[string]any{}
 	t.parts = map[reflect.Type]map[uint64][]reflect.Value{}
-	t.size = 0
+	t.size, t.bytes = 0, 0
 }
 
 // Take replaces the parts of obj, a pointer to an object that nothing
@@ -130,6 +134,7 @@ func (t *Table) Take(obj any) {
 		t.walk(v.Elem(), true)
 	}
 	t.taken[obj] = t.generation
+	t.rootSize = int64(v.Elem().Type().Size())
 	if t.size >= t.rebuildAt {
 		t.rebuild()
 	}
@@ -179,6 +184,7 @@ func (t *Table) held(obj any, typ reflect.Type) reflect.Value {
 
 func (t *Table) register(obj any) {
 	if v := reflect.ValueOf(obj); v.Kind() == reflect.Pointer && !v.IsNil() {
+		t.rootSize = int64(v.Elem().Type().Size())
 		t.walk(v.Elem(), false)
 	}
 }
@@ -484,6 +490,7 @@ func (t *Table) hold(typ reflect.Type, h uint64, v reflect.Value) {
 	}
 	byHash[h] = append(byHash[h], v)
 	t.size++
+	t.bytes += partBytes(v) + partIndexBytes
 }
 
 func (t *Table) str(s string) string {
@@ -496,6 +503,7 @@ func (t *Table) str(s string) string {
 	}
 	t.strs[s] = s
 	t.size++
+	t.bytes += int64(len(s)) + stringIndexBytes
 	return s
 }
 
@@ -506,6 +514,7 @@ func (t *Table) box(s string) any {
 	var box any = t.str(s)
 	t.boxes[s] = box
 	t.size++
+	t.bytes += int64(reflect.TypeFor[string]().Size()) + stringIndexBytes
 	return box
 }
 

@@ -264,4 +264,16 @@ func TestChurn(t *testing.T) {
 	}
 	t.Logf("%d objects, %d rebuilds: the table holds %d parts; one built from the objects holds %d", len(want), rebuilds, table.Len(), fresh.Len())
 	assert.LessOrEqual(t, table.Len(), max(minRebuild, 3*fresh.Len()))
+	n := len(want)
+	t.Logf("heap estimated: %d B; for a table built from the objects, %d B; unshared, %d B", table.Bytes(n), fresh.Bytes(n), sizes(store.List()))
+	assert.LessOrEqual(t, table.Bytes(n), 3*fresh.Bytes(n))
+	assert.Less(t, fresh.Bytes(n), sizes(store.List())/2, "sharing halves the heap at least")
+}
+
+func sizes(objs []any) int64 {
+	var n int64
+	for _, o := range objs {
+		n += Size(o)
+	}
+	return n
 }
