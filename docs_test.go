@@ -1,0 +1,229 @@
+package fxkube_test
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fxkube/fxkube/app"
+)
+
+// readDoc returns the text of a Markdown file under docs/.
+func readDoc(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.FromSlash(path))
+	require.NoError(t, err)
+	return string(b)
+}
+
+// sections splits Markdown into its "## " sections, by heading.
+func sections(doc string) map[string]string {
+	out := map[string]string{}
+	heading := ""
+	for line := range strings.Lines(doc) {
+		if h, ok := strings.CutPrefix(line, "## "); ok {
+			heading = strings.TrimSpace(h)
+			continue
+		}
+		out[heading] += line
+	}
+	return out
+}
+
+// tableFirstCells returns the first cell of each row of the tables in md,
+// headers and rules left out.
+func tableFirstCells(md string) []string {
+	var cells []string
+	for line := range strings.Lines(md) {
+		parts := strings.Split(strings.TrimSpace(line), "|")
+		if len(parts) < 3 || parts[0] != "" || strings.HasPrefix(strings.TrimSpace(parts[1]), "---") {
+			continue
+		}
+		cells = append(cells, strings.TrimSpace(parts[1]))
+	}
+	return cells
+}
+
+var flagName = regexp.MustCompile("`--([a-z0-9-]+)`")
+
+// documentedFlags returns the flags named in the first column of md's
+// tables.
+func documentedFlags(md string) []string {
+	var names []string
+	for _, cell := range tableFirstCells(md) {
+		for _, m := range flagName.FindAllStringSubmatch(cell, -1) {
+			names = append(names, m[1])
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+func flagNames(fs *pflag.FlagSet) []string {
+	var names []string
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Name != "help" {
+			names = append(names, f.Name)
+		}
+	})
+	slices.Sort(names)
+	return names
+}
+
+// docs/reference/flags.md lists exactly the flags the binary defines: those
+// of every command under "## Every command", and each command's own under
+// its name. The local command is in binaries built with -tags local only;
+// without the tag its section is not checked.
+func TestFlagsPageListsEveryFlag(t *testing.T) {
+	page := sections(readDoc(t, "docs/reference/flags.md"))
+	root := app.Command("fxkube")
+	assert.Equal(t, flagNames(root.PersistentFlags()), documentedFlags(page["Every command"]), "## Every command")
+	commands := map[string]*cobra.Command{}
+	for _, cmd := range root.Commands() {
+		if cmd.Name() == "help" || cmd.Name() == "completion" {
+			continue
+		}
+		commands[cmd.Name()] = cmd
+		assert.Equal(t, flagNames(cmd.LocalNonPersistentFlags()), documentedFlags(page[cmd.Name()]), "## %s", cmd.Name())
+	}
+	// Flags named anywhere on the page exist, so a renamed flag leaves no
+	// stale mention.
+	known := append(flagNames(root.PersistentFlags()), "help")
+	for _, cmd := range commands {
+		known = append(known, flagNames(cmd.LocalNonPersistentFlags())...)
+	}
+	if commands["local"] == nil {
+		t.Log("not checking ## local: this binary has no local command (build with -tags local)")
+		known = append(known, documentedFlags(page["local"])...)
+	}
+	for heading, text := range page {
+		for _, m := range mentionedFlag.FindAllStringSubmatch(text, -1) {
+			assert.True(t, slices.Contains(known, m[1]), "## %s mentions --%s, which no command defines", heading, m[1])
+		}
+	}
+}
+
+// mentionedFlag matches a flag in prose or code, not a pattern such as
+// --zap-*.
+var mentionedFlag = regexp.MustCompile("(?:^|[\\s`(])--([a-z][a-z0-9-]*[a-z0-9])(?:[=\\s`,.;:)]|$)")
+
+// metric is a Prometheus series the code defines.
+type metric struct {
+	name   string
+	labels []string
+}
+
+// definedMetrics returns the fxkube_* series defined with
+// prometheus.NewDesc in the module's non-test Go files. It fails the test
+// if a "fxkube_" string appears elsewhere in them, so a series made some
+// other way cannot escape the page.
+func definedMetrics(t *testing.T) map[string]metric {
+	t.Helper()
+	defined := map[string]metric{}
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && (strings.HasPrefix(d.Name(), ".") && path != "." || d.Name() == "testdata" || path == "test/controlplane"):
+			return filepath.SkipDir
+		case d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go"):
+			return nil
+		}
+		file, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		inDesc := map[*ast.BasicLit]bool{}
+		ast.Inspect(file, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok || len(call.Args) < 3 {
+				return true
+			}
+			if sel, ok := call.Fun.(*ast.SelectorExpr); !ok || sel.Sel.Name != "NewDesc" {
+				return true
+			}
+			name, ok := call.Args[0].(*ast.BasicLit)
+			if !ok {
+				return true
+			}
+			m := metric{name: unquote(t, name.Value)}
+			if labels, ok := call.Args[2].(*ast.CompositeLit); ok {
+				for _, l := range labels.Elts {
+					if lit, ok := l.(*ast.BasicLit); ok {
+						m.labels = append(m.labels, unquote(t, lit.Value))
+					}
+				}
+			}
+			if strings.HasPrefix(m.name, "fxkube_") {
+				inDesc[name] = true
+				defined[m.name] = m
+			}
+			return true
+		})
+		ast.Inspect(file, func(n ast.Node) bool {
+			if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING && strings.HasPrefix(unquote(t, lit.Value), "fxkube_") && !inDesc[lit] {
+				t.Errorf("%s: %s is not the name of a prometheus.NewDesc; make it one, so that docs/reference/metrics.md is checked", path, lit.Value)
+			}
+			return true
+		})
+		return nil
+	})
+	require.NoError(t, err)
+	return defined
+}
+
+func unquote(t *testing.T, s string) string {
+	u, err := strconv.Unquote(s)
+	require.NoError(t, err)
+	return u
+}
+
+var backticked = regexp.MustCompile("`([^`]+)`")
+
+// docs/reference/metrics.md lists every fxkube_* series the code defines,
+// with its labels, and a type that agrees with its name (counters end in
+// _total), and no other.
+func TestMetricsPageListsEverySeries(t *testing.T) {
+	defined := definedMetrics(t)
+	require.NotEmpty(t, defined)
+	documented := map[string]bool{}
+	for line := range strings.Lines(readDoc(t, "docs/reference/metrics.md")) {
+		cells := strings.Split(line, "|")
+		if len(cells) < 6 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`fxkube_") {
+			continue
+		}
+		name := strings.Trim(strings.TrimSpace(cells[1]), "`")
+		typ := strings.TrimSpace(cells[2])
+		var labels []string
+		for _, m := range backticked.FindAllStringSubmatch(cells[3], -1) {
+			labels = append(labels, m[1])
+		}
+		documented[name] = true
+		want, ok := defined[name]
+		if !assert.True(t, ok, "metrics.md lists %s, which the code does not define", name) {
+			continue
+		}
+		assert.Equal(t, want.labels, labels, "labels of %s", name)
+		wantType := "gauge"
+		if strings.HasSuffix(name, "_total") {
+			wantType = "counter"
+		}
+		assert.Equal(t, wantType, typ, "type of %s", name)
+	}
+	for name := range defined {
+		assert.True(t, documented[name], "metrics.md does not list %s", name)
+	}
+}
