@@ -19,6 +19,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fxkube/fxkube/app"
+	"github.com/fxkube/fxkube/modules/checksum"
+	"github.com/fxkube/fxkube/modules/mirror"
+	"github.com/fxkube/fxkube/modules/rollout"
 )
 
 // readDoc returns the text of a Markdown file under docs/.
@@ -226,4 +229,47 @@ func TestMetricsPageListsEverySeries(t *testing.T) {
 	for name := range defined {
 		assert.True(t, documented[name], "metrics.md does not list %s", name)
 	}
+}
+
+// fenced returns the text of the Markdown code blocks of language lang in
+// md, in order.
+func fenced(md, lang string) []string {
+	var blocks []string
+	var cur *strings.Builder
+	for line := range strings.Lines(md) {
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case cur == nil && trimmed == "```"+lang:
+			cur = &strings.Builder{}
+		case cur != nil && trimmed == "```":
+			blocks = append(blocks, cur.String())
+			cur = nil
+		case cur != nil:
+			cur.WriteString(line)
+		}
+	}
+	return blocks
+}
+
+// exampleModules is the module list of cmd/app/main.go, which
+// TestConceptsDrawsTheExampleApp draws.
+const exampleModules = "rollout.Module, mirror.Module, checksum.Module"
+
+// The Mermaid graph of docs/concepts.md is what `describe -o mermaid`
+// prints for the example app today.
+func TestConceptsDrawsTheExampleApp(t *testing.T) {
+	main, err := os.ReadFile("cmd/app/main.go")
+	require.NoError(t, err)
+	require.Contains(t, string(main), `app.Main("fxkube", `+exampleModules+")",
+		"cmd/app lists other modules: update exampleModules and the list below")
+	root := app.Command("fxkube", rollout.Module, mirror.Module, checksum.Module)
+	var out strings.Builder
+	root.SetOut(&out)
+	root.SetArgs([]string{"describe", "-o", "mermaid"})
+	require.NoError(t, root.Execute())
+
+	graphs := fenced(readDoc(t, "docs/concepts.md"), "mermaid")
+	require.Len(t, graphs, 1)
+	assert.Equal(t, out.String(), graphs[0],
+		"docs/concepts.md's graph differs: paste in what `go run ./cmd/app describe -o mermaid` prints")
 }
