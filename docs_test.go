@@ -273,3 +273,68 @@ func TestConceptsDrawsTheExampleApp(t *testing.T) {
 	assert.Equal(t, out.String(), graphs[0],
 		"docs/concepts.md's graph differs: paste in what `go run ./cmd/app describe -o mermaid` prints")
 }
+
+// Every ```go block of the Markdown files under docs/ is the text of a region of a Go
+// file of this module, which `go test ./...` compiles (and, for tests and
+// examples, runs). The region may be indented by whole tabs, as code in a
+// function is; the block shows it dedented.
+//
+// Why quote rather than extract: the code lives where it is compiled,
+// vetted, linted and run, with its imports and tests, as ordinary Go. A
+// doc shows the part worth reading. No generator, no build tags, no copy
+// of the imports in the docs; a change to the code fails this test until
+// the doc is pasted again, and the message says which block.
+func TestDocsGoBlocksAreCompiled(t *testing.T) {
+	var sources []string
+	var docs []string
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && (strings.HasPrefix(d.Name(), ".") && path != "." || d.Name() == "bin" || d.Name() == "testdata" || path == "test/controlplane"):
+			return filepath.SkipDir // not this module's compiled code
+		case strings.HasSuffix(path, ".go"):
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			sources = append(sources, "\n"+string(b))
+		case strings.HasSuffix(path, ".md") && strings.HasPrefix(path, "docs/"):
+			docs = append(docs, path)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	checked := 0
+	for _, doc := range docs {
+		text, err := os.ReadFile(doc)
+		require.NoError(t, err)
+		for i, block := range fenced(string(text), "go") {
+			checked++
+			assert.True(t, inSources(block, sources),
+				"%s: go block %d is not a region of any Go file of the module; copy it from the code it shows:\n%s", doc, i+1, block)
+		}
+	}
+	t.Logf("%d go blocks in %d Markdown files", checked, len(docs))
+}
+
+// inSources reports whether block, indented by 0 to 4 tabs, is a run of
+// whole lines of one of sources (each starting with a newline).
+func inSources(block string, sources []string) bool {
+	for tabs := range 5 {
+		var b strings.Builder
+		b.WriteString("\n")
+		for line := range strings.Lines(block) {
+			if strings.TrimSpace(line) != "" {
+				b.WriteString(strings.Repeat("\t", tabs))
+			}
+			b.WriteString(line)
+		}
+		for _, src := range sources {
+			if strings.Contains(src, b.String()) {
+				return true
+			}
+		}
+	}
+	return false
+}
