@@ -274,7 +274,7 @@ func TestConceptsDrawsTheExampleApp(t *testing.T) {
 		"docs/concepts.md's graph differs: paste in what `go run ./cmd/app describe -o mermaid` prints")
 }
 
-// Every ```go block of the Markdown files under docs/ is the text of a region of a Go
+// Every ```go block of README.md and the Markdown files under docs/ is the text of a region of a Go
 // file of this module, which `go test ./...` compiles (and, for tests and
 // examples, runs). The region may be indented by whole tabs, as code in a
 // function is; the block shows it dedented.
@@ -299,7 +299,7 @@ func TestDocsGoBlocksAreCompiled(t *testing.T) {
 				return err
 			}
 			sources = append(sources, "\n"+string(b))
-		case strings.HasSuffix(path, ".md") && strings.HasPrefix(path, "docs/"):
+		case strings.HasSuffix(path, ".md") && (strings.HasPrefix(path, "docs/") || path == "README.md"):
 			docs = append(docs, path)
 		}
 		return nil

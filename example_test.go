@@ -21,7 +21,7 @@ import (
 	"github.com/fxkube/fxkube/fxstore"
 )
 
-// This file is the README's "Writing a module", compiled and tested.
+// This file is the README's "A module", compiled and tested.
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
@@ -82,5 +82,5 @@ func TestReadmeShowsThisFile(t *testing.T) {
 	require.NoError(t, err)
 	src := string(self)
 	module := src[strings.Index(src, "// Module annotates"):strings.Index(src, "func TestReadmeModule")]
-	assert.Contains(t, string(readme), strings.TrimSpace(module), "README.md's \"Writing a module\" differs from example_test.go")
+	assert.Contains(t, string(readme), strings.TrimSpace(module), "README.md's \"A module\" differs from example_test.go")
 }
