@@ -39,10 +39,10 @@ import (
 	"math"
 	"reflect"
 	"sync"
+	"time"
 	"unsafe"
 
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // minRebuild is the size below which a table does not rebuild.
@@ -521,12 +521,12 @@ func (t *Table) box(s string) any {
 var (
 	anyType      = reflect.TypeFor[any]()
 	quantityType = reflect.TypeFor[resource.Quantity]()
-	timeType     = reflect.TypeFor[metav1.Time]()
-	microType    = reflect.TypeFor[metav1.MicroTime]()
+	// timeType is what metav1.Time and MicroTime embed.
+	timeType = reflect.TypeFor[time.Time]()
 )
 
 // opaqueHash hashes a struct with unexported fields: the types API objects
-// hold (quantities, times) by their value, others by their exported
+// hold (quantities, times) by their value, others by their scalar
 // fields.
 func (t *Table) opaqueHash(v reflect.Value, own bool) uint64 {
 	switch v.Type() {
@@ -539,26 +539,25 @@ func (t *Table) opaqueHash(v reflect.Value, own bool) uint64 {
 		}
 		return mix(11, uint64(q.MilliValue()))
 	case timeType:
-		// Through a pointer: boxing the value would allocate.
-		return mix(12, uint64(v.Addr().Interface().(*metav1.Time).UnixNano()))
-	case microType:
-		return mix(12, uint64(v.Addr().Interface().(*metav1.MicroTime).UnixNano()))
+		if v.CanAddr() {
+			// Through a pointer: boxing the value would allocate.
+			return mix(12, uint64(v.Addr().Interface().(*time.Time).UnixNano()))
+		}
+		return mix(12, uint64(v.Interface().(time.Time).UnixNano()))
 	}
 	h := uint64(13)
 	for i := range v.NumField() {
-		if v.Type().Field(i).IsExported() {
-			h = mix(h, hashOnly(v.Field(i)))
-		}
+		h = mix(h, hashOnly(v.Field(i)))
 	}
 	return h
 }
 
-// hashOnly hashes the scalars of v, without walking into what it
-// references.
+// hashOnly hashes the scalars of v, and its pointers by address, without
+// walking into what it references. Unexported fields can be read so.
 func hashOnly(v reflect.Value) uint64 {
 	switch v.Kind() {
 	case reflect.String:
-		return uint64(v.Len())
+		return maphash.String(hashSeed, v.String())
 	case reflect.Bool:
 		if v.Bool() {
 			return 1
@@ -568,9 +567,16 @@ func hashOnly(v reflect.Value) uint64 {
 		return uint64(v.Int())
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
 		return v.Uint()
+	case reflect.Float32, reflect.Float64:
+		return math.Float64bits(v.Float())
+	case reflect.Pointer:
+		return uint64(v.Pointer())
 	}
 	return 0
 }
+
+// hashSeed seeds hashOnly: its hashes need not differ between tables.
+var hashSeed = maphash.MakeSeed()
 
 // shallowEqual reports whether a and b, of one type and with canonical
 // parts, are equal: their own fields equal, their parts the same copies.

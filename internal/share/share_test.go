@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/assert"
@@ -16,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 
@@ -276,4 +278,33 @@ func sizes(objs []any) int64 {
 		n += Size(o)
 	}
 	return n
+}
+
+// Times are hashed by their instant, so that distinct times do not pile
+// up as candidates of one hash: each take would compare with them all.
+// Equal times are shared.
+func TestTimesHashByInstant(t *testing.T) {
+	type stamped struct {
+		At    *metav1.Time
+		Micro *metav1.MicroTime
+	}
+	table := New(cache.NewStore(cache.MetaNamespaceKeyFunc))
+	base := time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
+	objs := make([]*stamped, 200)
+	for i := range objs {
+		at := metav1.NewTime(base.Add(time.Duration(i%100) * time.Second))
+		micro := metav1.NewMicroTime(base.Add(time.Duration(i%100) * time.Microsecond))
+		objs[i] = &stamped{At: &at, Micro: &micro}
+		table.Take(objs[i])
+	}
+	longest := 0
+	for _, byHash := range table.parts {
+		for _, candidates := range byHash {
+			longest = max(longest, len(candidates))
+		}
+	}
+	assert.Equal(t, 1, longest, "candidates of one hash")
+	assert.Same(t, objs[0].At, objs[100].At, "equal times are shared")
+	assert.Same(t, objs[0].Micro, objs[100].Micro)
+	assert.NotSame(t, objs[0].At, objs[1].At)
 }
