@@ -243,7 +243,7 @@ func BenchmarkReads(b *testing.B) {
 				name = "controller-runtime-nocopy"
 			}
 			b.Run(fmt.Sprintf("objects=%d/op=%s/system=%s", n, op.name, name), func(b *testing.B) {
-				benchRead(b, n, sys, op.name, read)
+				benchRead(b, results, n, sys, op.name, read)
 			})
 		}
 	}

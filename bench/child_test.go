@@ -341,7 +341,7 @@ func burst(ctx context.Context, kube kubernetes.Interface, h *harness, p childPa
 		}
 		gate := make(chan struct{})
 		h.gate.Store(&gate)
-		patch := fmt.Appendf(nil, `{"data":{%q:"%d"}}`, versionKey, version)
+		patch := dataVersion(version)
 		began := time.Now()
 		err := parallel(ctx, 0, n, patchWorkers, func(ctx context.Context, i int) error {
 			_, err := kube.CoreV1().ConfigMaps(namespaceOf(i)).Patch(ctx, nameOf(i), types.MergePatchType, patch, metav1.PatchOptions{})

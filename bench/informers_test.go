@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
@@ -18,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // informersSystem is the workload as teams write it before they share:
@@ -34,16 +34,40 @@ type informersSystem struct {
 	wg     sync.WaitGroup
 }
 
-// plainController is one module: its factories and its controller.
+// plainController is one module: its factories, if it starts its own
+// informers, and its controller.
 type plainController struct {
 	h         *harness
 	t         *tracker
 	factories []informers.SharedInformerFactory
 	queue     workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	reconcile func(key cache.ObjectName)
+}
 
-	configMaps  corelisters.ConfigMapLister
-	secrets     corelisters.SecretLister
-	deployments appslisters.DeploymentLister
+func newPlainController(h *harness, name string, reconcile func(key cache.ObjectName)) *plainController {
+	return &plainController{
+		h: h,
+		t: h.trackers[name],
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: name}),
+		reconcile: reconcile,
+	}
+}
+
+// watch enqueues the objects of i's events, counting the updates at the
+// round's version.
+func (c *plainController) watch(i cache.SharedIndexInformer) error {
+	_, err := i.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: c.enqueue,
+		UpdateFunc: func(_, obj any) {
+			if o, ok := obj.(client.Object); ok {
+				c.t.updated(versionOf(o))
+			}
+			c.enqueue(obj)
+		},
+		DeleteFunc: c.enqueue,
+	})
+	return err
 }
 
 // protobuf makes a client-go clientset talk protobuf, as controller-runtime's
@@ -63,12 +87,19 @@ func newInformers(cfg *rest.Config, h *harness) (system, error) {
 	}
 	s := &informersSystem{stores: make(map[string]cache.SharedIndexInformer)}
 	for _, m := range modules {
-		c := &plainController{
-			h: h,
-			t: h.trackers[m.name],
-			queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
-				workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: m.name}),
-		}
+		var (
+			configMaps  corelisters.ConfigMapLister
+			secrets     corelisters.SecretLister
+			deployments appslisters.DeploymentLister
+		)
+		c := newPlainController(h, m.name, func(key cache.ObjectName) {
+			cm, err := configMaps.ConfigMaps(key.Namespace).Get(key.Name)
+			if err == nil {
+				secret, _ := secrets.Secrets(key.Namespace).Get(key.Name)
+				deploy, _ := deployments.Deployments(key.Namespace).Get(key.Name)
+				h.trackers[m.name].reconcileConfigMap(cm, secret, deploy)
+			}
+		})
 		factory := make(map[string]informers.SharedInformerFactory)
 		for _, v := range variants {
 			f := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
@@ -81,21 +112,10 @@ func newInformers(cfg *rest.Config, h *harness) (system, error) {
 		// Secrets and Deployments share the factory whose selector fits.
 		s.keep("secrets", factory[all.name].Core().V1().Secrets().Informer())
 		s.keep("deployments", factory[all.name].Apps().V1().Deployments().Informer())
-		c.configMaps = factory[m.primary.name].Core().V1().ConfigMaps().Lister()
-		c.secrets = factory[all.name].Core().V1().Secrets().Lister()
-		c.deployments = factory[all.name].Apps().V1().Deployments().Lister()
-
-		_, err := factory[m.primary.name].Core().V1().ConfigMaps().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc: c.enqueue,
-			UpdateFunc: func(_, obj any) {
-				if cm, ok := obj.(*corev1.ConfigMap); ok {
-					c.t.updated(versionOf(cm))
-				}
-				c.enqueue(obj)
-			},
-			DeleteFunc: c.enqueue,
-		})
-		if err != nil {
+		configMaps = factory[m.primary.name].Core().V1().ConfigMaps().Lister()
+		secrets = factory[all.name].Core().V1().Secrets().Lister()
+		deployments = factory[all.name].Apps().V1().Deployments().Lister()
+		if err := c.watch(factory[m.primary.name].Core().V1().ConfigMaps().Informer()); err != nil {
 			return nil, err
 		}
 		s.controllers = append(s.controllers, c)
@@ -139,12 +159,7 @@ func (c *plainController) processNextWorkItem() bool {
 	}
 	defer c.queue.Done(key)
 	c.h.wait()
-	cm, err := c.configMaps.ConfigMaps(key.Namespace).Get(key.Name)
-	if err == nil {
-		secret, _ := c.secrets.Secrets(key.Namespace).Get(key.Name)
-		deploy, _ := c.deployments.Deployments(key.Namespace).Get(key.Name)
-		c.t.reconcileConfigMap(cm, secret, deploy)
-	}
+	c.reconcile(key)
 	c.queue.Forget(key)
 	return true
 }

@@ -45,24 +45,8 @@ type readers struct {
 func startReaders(b *testing.B) *readers {
 	b.Helper()
 	cfg := adminConfig(b)
-	ctx, cancel := context.WithCancel(context.Background())
-	var (
-		wg    sync.WaitGroup
-		stops []func() // each waits for what ctx ran to end
-	)
-	b.Cleanup(func() {
-		cancel()
-		for _, stop := range stops {
-			stop()
-		}
-		wg.Wait()
-	})
-	fatal := func(err error) {
-		b.Helper()
-		if err != nil {
-			b.Fatal(err)
-		}
-	}
+	bg := newBackground(b)
+	ctx, fatal := bg.ctx, mustSucceed(b)
 	r := &readers{}
 	var err error
 
@@ -77,7 +61,7 @@ func startReaders(b *testing.B) *readers {
 	fatal(err)
 	fatal(hosted.IndexField(ctx, &corev1.Secret{}, secretConfigMapKey, secretConfigMap))
 	fatal(registry.Start(ctx, fxstore.NewClusterSource(conn.Client)))
-	stops = append(stops, registry.Stop)
+	bg.onStop(registry.Stop)
 	fatal(registry.WaitForSync(ctx))
 	r.hosted, err = client.New(cfg, client.Options{
 		Scheme: clientgoscheme.Scheme, HTTPClient: conn.HTTPClient, Mapper: conn.Mapper,
@@ -96,7 +80,7 @@ func startReaders(b *testing.B) *readers {
 		fatal(err)
 	}
 	fatal(crCache.IndexField(ctx, &corev1.Secret{}, secretConfigMapKey, secretConfigMap))
-	wg.Go(func() { _ = crCache.Start(ctx) })
+	bg.wg.Go(func() { _ = crCache.Start(ctx) })
 	if !crCache.WaitForCacheSync(ctx) {
 		b.Fatal("controller-runtime's cache did not sync")
 	}
@@ -111,14 +95,46 @@ func startReaders(b *testing.B) *readers {
 	r.configMapLister = factory.Core().V1().ConfigMaps().Lister()
 	r.deploymentLister = factory.Apps().V1().Deployments().Lister()
 	factory.Start(ctx.Done())
-	stops = append(stops, factory.Shutdown)
+	bg.onStop(factory.Shutdown)
 	factory.WaitForCacheSync(ctx.Done())
 	return r
 }
 
+// background runs what a reads benchmark's caches need until b ends.
+type background struct {
+	ctx   context.Context
+	wg    sync.WaitGroup // goroutines running until ctx ends
+	stops []func()       // each waits for what ctx ran to end
+}
+
+func newBackground(b *testing.B) *background {
+	ctx, cancel := context.WithCancel(context.Background())
+	bg := &background{ctx: ctx}
+	b.Cleanup(func() {
+		cancel()
+		for _, stop := range bg.stops {
+			stop()
+		}
+		bg.wg.Wait()
+	})
+	return bg
+}
+
+func (bg *background) onStop(stop func()) { bg.stops = append(bg.stops, stop) }
+
+// mustSucceed returns a function that ends b on an error.
+func mustSucceed(b *testing.B) func(error) {
+	return func(err error) {
+		b.Helper()
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // benchRead runs read in a benchmark loop and records its time and
 // allocations per call, counted as testing does.
-func benchRead(b *testing.B, n int, sys, op string, read func(i int) error) {
+func benchRead(b *testing.B, rec *recorder, n int, sys, op string, read func(i int) error) {
 	b.ReportAllocs()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
@@ -130,6 +146,6 @@ func benchRead(b *testing.B, n int, sys, op string, read func(i int) error) {
 		i++
 	}
 	runtime.ReadMemStats(&after)
-	results.record(n, sys, op+" ns/op", float64(b.Elapsed().Nanoseconds())/float64(b.N))
-	results.record(n, sys, op+" allocs/op", float64((after.Mallocs-before.Mallocs)/uint64(b.N)))
+	rec.record(n, sys, op+" ns/op", float64(b.Elapsed().Nanoseconds())/float64(b.N))
+	rec.record(n, sys, op+" allocs/op", float64((after.Mallocs-before.Mallocs)/uint64(b.N)))
 }

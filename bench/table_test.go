@@ -146,8 +146,11 @@ func (r *recorder) metric(n int, metric string) value {
 }
 
 // ratio is fxkube's figure over another system's.
-func ratio(v value, other string) (float64, bool) {
-	a, ok1 := v(fxkube)
+func ratio(v value, other string) (float64, bool) { return ratioOf(v, fxkube, other) }
+
+// ratioOf is sys's figure over other's.
+func ratioOf(v value, sys, other string) (float64, bool) {
+	a, ok1 := v(sys)
 	b, ok2 := v(other)
 	if !ok1 || !ok2 || b == 0 {
 		return 0, false
@@ -419,41 +422,8 @@ func (r *recorder) print(out io.Writer) {
 	fmt.Fprintf(out, "machine: %s; load average %s at the start, %s at the end\nversions: %s\n\n",
 		machine(), r.loadAtStart, loadAverage(), versions())
 
-	table := [][]string{{"", "fxkube", "cr", "informers", "fxkube÷cr", "fxkube÷informers", "target", "met"}}
-	section := func(title string, rows []row) {
-		table = append(table, []string{"**" + title + "**", "", "", "", "", "", "", ""})
-		for _, rw := range rows {
-			if rw.note != "" {
-				table = append(table, []string{rw.note, "", "", "", "", "", "", ""})
-				continue
-			}
-			cells := []string{rw.label}
-			for _, sys := range systems {
-				cells = append(cells, formatValue(rw.value, sys, rw.decimals))
-			}
-			for _, other := range []string{controllerRuntime, plainInformers} {
-				cell := ""
-				if rw.ratios {
-					if q, ok := ratio(rw.value, other); ok {
-						cell = formatRatio(q)
-					}
-				}
-				cells = append(cells, cell)
-			}
-			verdict := ""
-			if rw.met != nil {
-				switch met, ok := rw.met(rw.value); {
-				case !ok:
-					verdict = "?"
-				case met:
-					verdict = "yes"
-				default:
-					verdict = "**NO**"
-				}
-			}
-			table = append(table, append(cells, rw.target, verdict))
-		}
-	}
+	table := [][]string{systemColumns.header()}
+	section := func(title string, rows []row) { table = append(table, systemColumns.section(title, rows)...) }
 	for _, n := range sizes {
 		if _, ok := r.median(n, fxkube, mSynced); ok {
 			section(fmt.Sprintf("N = %d", n), r.systemRows(n))
@@ -479,6 +449,81 @@ func (r *recorder) print(out io.Writer) {
 		}
 	}
 	writeMarkdown(out, table)
+}
+
+// columns are a table's: a figure per system, then the ratios of one
+// system's figure to another's.
+type columns struct {
+	systems []string
+	ratios  [][2]string // system, other: system ÷ other
+}
+
+// systemColumns are the suite's table's.
+var systemColumns = columns{systems: systems, ratios: [][2]string{{fxkube, controllerRuntime}, {fxkube, plainInformers}}}
+
+// shortNames are systems' names in a table's header, where they differ.
+var shortNames = map[string]string{controllerRuntime: "cr"}
+
+func shortName(sys string) string {
+	if s, ok := shortNames[sys]; ok {
+		return s
+	}
+	return sys
+}
+
+func (c columns) header() []string {
+	h := []string{""}
+	for _, sys := range c.systems {
+		h = append(h, shortName(sys))
+	}
+	for _, r := range c.ratios {
+		h = append(h, shortName(r[0])+"÷"+shortName(r[1]))
+	}
+	return append(h, "target", "met")
+}
+
+// section returns the lines of a section of the table: its title, then
+// its rows.
+func (c columns) section(title string, rows []row) [][]string {
+	width := 1 + len(c.systems) + len(c.ratios) + 2
+	line := func(text string) []string {
+		l := make([]string, width)
+		l[0] = text
+		return l
+	}
+	out := [][]string{line("**" + title + "**")}
+	for _, rw := range rows {
+		if rw.note != "" {
+			out = append(out, line(rw.note))
+			continue
+		}
+		cells := []string{rw.label}
+		for _, sys := range c.systems {
+			cells = append(cells, formatValue(rw.value, sys, rw.decimals))
+		}
+		for _, r := range c.ratios {
+			cell := ""
+			if rw.ratios {
+				if q, ok := ratioOf(rw.value, r[0], r[1]); ok {
+					cell = formatRatio(q)
+				}
+			}
+			cells = append(cells, cell)
+		}
+		verdict := ""
+		if rw.met != nil {
+			switch met, ok := rw.met(rw.value); {
+			case !ok:
+				verdict = "?"
+			case met:
+				verdict = "yes"
+			default:
+				verdict = "**NO**"
+			}
+		}
+		out = append(out, append(cells, rw.target, verdict))
+	}
+	return out
 }
 
 // writeMarkdown writes rows as a Markdown table, padded to line up: the first

@@ -135,13 +135,27 @@ func indexOf(name string) int {
 	return i
 }
 
-// versionOf returns the version a ConfigMap carries, or -1.
-func versionOf(cm *corev1.ConfigMap) int32 {
-	v, err := strconv.Atoi(cm.Data[versionKey])
+// versionAnnotation carries the version a burst sets on objects other
+// than the suite's ConfigMaps, which carry theirs in their data.
+const versionAnnotation = "bench.fxkube.io/version"
+
+// versionOf returns the version an object carries, or -1: a ConfigMap
+// in its data, any other object in versionAnnotation.
+func versionOf(obj client.Object) int32 {
+	s := obj.GetAnnotations()[versionAnnotation]
+	if cm, ok := obj.(*corev1.ConfigMap); ok {
+		s = cm.Data[versionKey]
+	}
+	v, err := strconv.Atoi(s)
 	if err != nil {
 		return -1
 	}
 	return int32(v)
+}
+
+// dataVersion returns a merge patch setting a ConfigMap's version.
+func dataVersion(version int32) []byte {
+	return fmt.Appendf(nil, `{"data":{%q:"%d"}}`, versionKey, version)
 }
 
 func objectMeta(i int, extra map[string]string) metav1.ObjectMeta {
