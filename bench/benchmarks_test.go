@@ -6,11 +6,15 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/fxkube/fxkube/internal/testenv"
 )
@@ -246,5 +250,62 @@ func BenchmarkReads(b *testing.B) {
 				benchRead(b, results, n, sys, op.name, read)
 			})
 		}
+	}
+}
+
+// BenchmarkPods runs the kinds workloads (pods_test.go): Pods of 100
+// Deployments at 10 and 100 replicas, Certificates (a typed custom kind)
+// and the suite's ConfigMaps, Secrets and Deployments. Each runs on
+// fxkube, fxkube without sharing, controller-runtime and plain informers,
+// each run a fresh process; then each system's Get and List run here.
+// Its table follows the suite's.
+func BenchmarkPods(b *testing.B) {
+	cfg := adminConfig(b)
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, err = envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{
+		CRDs: []*apiextensionsv1.CustomResourceDefinition{certificateCRD.DeepCopy()}, MaxTime: time.Minute,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, w := range kindsWorkloads {
+		b.Run(w.name, func(b *testing.B) {
+			began := time.Now()
+			if err := w.made.ensure(b.Context(), kube, w.objects); err != nil {
+				b.Fatal(err)
+			}
+			b.Logf("made the cluster hold %d objects of each kind in %s", w.objects, time.Since(began).Round(time.Millisecond))
+			settle(b)
+			wl := w.workload()
+			idle, err := testenv.ScrapeAPIRequests(b.Context(), kube.RESTClient(), wl.resources...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			k := w.kinds[0]
+			for _, sys := range kindsSystems {
+				b.Run("system="+sys, func(b *testing.B) {
+					var runs []*childResult
+					for b.Loop() {
+						waitIdle(b, kube.RESTClient(), idle, wl.resources)
+						settle(b)
+						p := childParams{System: sys, Kinds: w.name, Objects: w.objects, Received: min(kindsBurst, w.objects), FirstVersion: nextVersion()}
+						runs = append(runs, spawn(b, p, func(ctx context.Context) error {
+							return parallel(ctx, 0, p.Received, patchWorkers, func(ctx context.Context, i int) error {
+								return k.update(ctx, kube, i, p.FirstVersion)
+							})
+						}))
+					}
+					b.ReportMetric(0, "ns/op")
+					for name, v := range systemMetrics(runs) {
+						b.ReportMetric(v, name)
+						kindResults.record(w.objects, kindsName(w, sys), name, v)
+					}
+				})
+			}
+			benchKindReads(b, w)
+		})
 	}
 }

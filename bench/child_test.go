@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -64,6 +65,9 @@ var newSystem = map[string]func(*rest.Config, *harness) (system, error){
 const (
 	childEnv  = "FXKUBE_BENCH_CHILD"
 	resultEnv = "FXKUBE_BENCH_RESULT"
+	// readyEnv names the file a child creates when it waits for the
+	// updates the benchmark process writes (childParams.Received).
+	readyEnv = "FXKUBE_BENCH_READY"
 	// profileEnv, when set, names a directory where each child writes a
 	// CPU profile from start until every store synced, and a heap profile
 	// taken when it measures its heap: to see where the time and memory go.
@@ -77,9 +81,14 @@ type childParams struct {
 	Operators int `json:"operators,omitempty"`
 	// Overlap, when set, runs the overlap workload of that variant.
 	Overlap *overlapVariant `json:"overlap,omitempty"`
-	Objects int             `json:"objects"`
-	Burst   int             `json:"burst"`  // ConfigMaps updated per round
-	Rounds  int             `json:"rounds"` // rounds of updates; none: no burst
+	// Kinds, when set, names the kinds workload to run (BenchmarkPods).
+	Kinds   string `json:"kinds,omitempty"`
+	Objects int    `json:"objects"`
+	Burst   int    `json:"burst"`  // ConfigMaps updated per round
+	Rounds  int    `json:"rounds"` // rounds of updates; none: no burst
+	// Received is how many objects the benchmark process updates to
+	// FirstVersion once the child is ready: the child only receives them.
+	Received int `json:"received,omitempty"`
 	// FirstVersion is the version the first round sets, the next rounds
 	// counting up; no earlier run may have set it.
 	FirstVersion int32 `json:"firstVersion"`
@@ -93,17 +102,26 @@ func (p childParams) profile(kind string) string {
 	if p.Operators > 0 {
 		return fmt.Sprintf("%s-%d-operators-%d.%s", p.System, p.Objects, p.Operators, kind)
 	}
+	if p.Kinds != "" {
+		return fmt.Sprintf("%s-%s.%s", p.System, p.Kinds, kind)
+	}
 	return fmt.Sprintf("%s-%d.%s", p.System, p.Objects, kind)
 }
 
-func (p childParams) workload() workload {
+func (p childParams) workload() (workload, error) {
 	switch {
 	case p.Overlap != nil:
-		return p.Overlap.workload(p.System)
+		return p.Overlap.workload(p.System), nil
 	case p.Operators > 0:
-		return hosting(p.Operators)
+		return hosting(p.Operators), nil
+	case p.Kinds != "":
+		w, ok := kindsWorkloadNamed(p.Kinds)
+		if !ok {
+			return workload{}, fmt.Errorf("no kinds workload %q", p.Kinds)
+		}
+		return w.workload(), nil
 	}
-	return shared
+	return shared, nil
 }
 
 // childResult is what one child measured.
@@ -123,6 +141,7 @@ type childResult struct {
 	BurstDrain  time.Duration            `json:"burstDrain"`  // time to drain them, summed over rounds
 	BurstCPU    time.Duration            `json:"burstCPU"`    // CPU time the process used draining them
 	BurstWrites time.Duration            `json:"burstWrites"` // time the API server took the updates
+	IdleCPU     time.Duration            `json:"idleCPU"`     // CPU used per second waiting, before receiving
 	Counts      map[string]int           `json:"counts"`
 	Details     map[string]time.Duration `json:"details,omitempty"`
 }
@@ -187,7 +206,10 @@ func heapNow() (inuse, alloc int64) {
 }
 
 func measure(ctx context.Context, p childParams) (*childResult, error) {
-	w := p.workload()
+	w, err := p.workload()
+	if err != nil {
+		return nil, err
+	}
 	newSys, ok := w.systems[p.System]
 	if !ok {
 		return nil, fmt.Errorf("no system %q", p.System)
@@ -281,7 +303,7 @@ func measure(ctx context.Context, p childParams) (*childResult, error) {
 	if res.Details, err = sys.details(ctx); err != nil {
 		return nil, err
 	}
-	if profiles != "" && p.Rounds > 0 {
+	if profiles != "" && (p.Rounds > 0 || p.Received > 0) {
 		if stopCPUProfile, err = startCPUProfile(filepath.Join(profiles, p.profile("burst.cpu"))); err != nil {
 			return nil, err
 		}
@@ -290,7 +312,50 @@ func measure(ctx context.Context, p childParams) (*childResult, error) {
 	if err := burst(ctx, kube, h, p, res); err != nil {
 		return nil, err
 	}
+	if p.Received > 0 {
+		if err := receive(ctx, h, p, res); err != nil {
+			return nil, err
+		}
+	}
 	return res, nil
+}
+
+// idleWindow is how long receive measures the CPU the process uses while
+// it waits for nothing.
+const idleWindow = time.Second
+
+// receive tells the benchmark process it is ready for its updates and
+// measures the CPU this process uses until the controllers have
+// reconciled every one: decoding the events, taking them into the
+// stores and reconciling. The benchmark process sends them, so sending
+// costs nothing here. What the process uses when idle (timers, the
+// runtime, the system's housekeeping) over as long is taken out: the
+// API server takes the updates slowly on a small machine.
+func receive(ctx context.Context, h *harness, p childParams, res *childResult) error {
+	for _, t := range h.trackers {
+		t.expect(p.FirstVersion, p.Received)
+	}
+	cpu := processCPU()
+	select {
+	case <-time.After(idleWindow):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	res.IdleCPU = (processCPU() - cpu) * time.Second / idleWindow
+	began, cpu := time.Now(), processCPU()
+	if err := os.WriteFile(os.Getenv(readyEnv), nil, 0o600); err != nil {
+		return err
+	}
+	for _, t := range h.trackers {
+		if err := t.waitDone(ctx); err != nil {
+			return fmt.Errorf("updates received: %w", err)
+		}
+		res.Reconciles += p.Received
+	}
+	res.BurstDrain = time.Since(began)
+	res.BurstCPU = processCPU() - cpu - time.Duration(float64(res.IdleCPU)*res.BurstDrain.Seconds())
+	res.Updates = p.Received
+	return nil
 }
 
 func startCPUProfile(path string) (stop func(), err error) {
@@ -394,22 +459,50 @@ func processCPU() time.Duration {
 }
 
 // spawn runs a child measuring p against the running control plane and
-// returns its result.
-func spawn(b *testing.B, p childParams) *childResult {
+// returns its result. When p.Received is set, write sends the child's
+// updates once it is ready for them.
+func spawn(b *testing.B, p childParams, write ...func(ctx context.Context) error) *childResult {
 	b.Helper()
 	params, err := json.Marshal(p)
 	if err != nil {
 		b.Fatal(err)
 	}
-	out := filepath.Join(b.TempDir(), "result.json")
+	dir := b.TempDir()
+	out, ready := filepath.Join(dir, "result.json"), filepath.Join(dir, "ready")
 	cmd := exec.CommandContext(b.Context(), os.Args[0], "-test.run=^$")
 	cmd.Env = append(slices.Clone(os.Environ()),
 		childEnv+"="+string(params),
 		resultEnv+"="+out,
+		readyEnv+"="+ready,
 		"KUBECONFIG="+testenv.KubeconfigPath(b),
 	)
-	if output, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("%s: %v\n%s", cmd, err, output)
+	var output bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &output, &output
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	for _, w := range write {
+		err := poll(b.Context(), "wait for the child to be ready", 10*time.Millisecond, func() (bool, error) {
+			select {
+			case err := <-exited:
+				exited <- err
+				return false, fmt.Errorf("child exited: %w", err)
+			default:
+			}
+			_, err := os.Stat(ready)
+			return err == nil, nil
+		})
+		if err == nil {
+			err = w(b.Context())
+		}
+		if err != nil {
+			b.Fatalf("%s: %v\n%s", cmd, err, output.String())
+		}
+	}
+	if err := <-exited; err != nil {
+		b.Fatalf("%s: %v\n%s", cmd, err, output.String())
 	}
 	raw, err := os.ReadFile(out)
 	if err != nil {

@@ -47,5 +47,6 @@ func (t withTable) Run() int {
 	code := t.m.Run()
 	results.print(os.Stdout)
 	printShards(os.Stdout, shardResults)
+	printKinds(os.Stdout, kindResults)
 	return code
 }

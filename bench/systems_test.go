@@ -106,7 +106,18 @@ func systemMetrics(runs []*childResult) map[string]float64 {
 		mAccessReviews: mean(func(r *childResult) float64 { return float64(r.Sent[sentAccessReview]) }),
 		mDiscovery:     mean(func(r *childResult) float64 { return float64(r.Sent[sentDiscovery]) }),
 	}
+	metrics[mHeapPerObject] = mean(func(r *childResult) float64 {
+		held := 0
+		for _, c := range r.Counts {
+			held += c
+		}
+		return float64(r.HeapInuse) / 1024 / float64(max(held, 1))
+	})
 	if runs[0].Updates > 0 {
+		metrics[mEventCPU] = mean(func(r *childResult) float64 {
+			return float64(r.BurstCPU) / float64(time.Microsecond) / float64(r.Updates)
+		})
+		metrics[mIdleCPU] = mean(func(r *childResult) float64 { return ms(r.IdleCPU) })
 		metrics[mThroughput] = mean(func(r *childResult) float64 { return float64(r.Reconciles) / r.BurstDrain.Seconds() })
 		metrics[mWriteRate] = mean(func(r *childResult) float64 { return float64(r.Updates) / r.BurstWrites.Seconds() })
 		metrics[mReconcileCPU] = mean(func(r *childResult) float64 {

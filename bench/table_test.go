@@ -35,6 +35,9 @@ const (
 	mThroughput    = "reconciles/s"
 	mWriteRate     = "updates/s"
 	mReconcileCPU  = "cpu-us/reconcile"
+	mEventCPU      = "cpu-us/event"
+	mIdleCPU       = "idle-cpu-ms/s"
+	mHeapPerObject = "heap-KiB/object"
 	mPreflight     = "preflight-ms"
 	mSyncLogged    = "all-synced-ms"
 	mStartReturned = "start-ms"
@@ -462,7 +465,7 @@ type columns struct {
 var systemColumns = columns{systems: systems, ratios: [][2]string{{fxkube, controllerRuntime}, {fxkube, plainInformers}}}
 
 // shortNames are systems' names in a table's header, where they differ.
-var shortNames = map[string]string{controllerRuntime: "cr"}
+var shortNames = map[string]string{controllerRuntime: "cr", fxkubeUnshared: "unshared"}
 
 func shortName(sys string) string {
 	if s, ok := shortNames[sys]; ok {
