@@ -58,6 +58,11 @@ type entry struct {
 	// unshared turns sharing off (WithoutSharing); guarded by the
 	// registry's lock, set before the store starts.
 	unshared bool
+	// asBytes holds the store's objects as their encoding (HeldAsBytes),
+	// decoded by codec on each read; guarded by the registry's lock, set
+	// before the store starts.
+	asBytes bool
+	codec   wireCodec
 	// shared is the table the store's objects share their parts through,
 	// set as the store binds unless it is unshared; nil for a view.
 	shared atomic.Pointer[share.Table]
@@ -109,6 +114,7 @@ func newEntry(key Key, example k8sruntime.Object, t Transform, r *Registry) *ent
 		indexers:   cache.Indexers{},
 		syncedCh:   make(chan struct{}),
 		notSynced:  &StoreError{Key: key, Err: ErrNotSynced},
+		codec:      newWireCodec(example),
 	}
 	e.proxy = &storeInformer{e}
 	e.informer = cache.NewSharedIndexInformerWithOptions(&e.lw, example, cache.SharedIndexInformerOptions{
@@ -135,7 +141,7 @@ func (e *entry) add(t Transform, req request) error {
 	for _, ix := range req.indexes {
 		switch id, ok := e.indexFuncs[ix.name]; {
 		case !ok:
-			added[ix.name] = ix.fn
+			added[ix.name] = e.codec.indexFunc(ix.fn)
 		case id != ix.fnID:
 			return fmt.Errorf("%s: index %q is already defined with another function; give different indexes different names (%s defined it)",
 				ix.call, ix.name, e.indexCalls[ix.name])
@@ -158,6 +164,13 @@ func (e *entry) add(t Transform, req request) error {
 		// A view's objects are its parent's: a store without sharing
 		// holds its own.
 		e.unshared, e.pinned = true, true
+	}
+	if req.asBytes && !e.asBytes {
+		if !e.startedAt.IsZero() {
+			return fmt.Errorf("fxstore.HeldAsBytes(): the store has started, holding objects; ask for it before the app starts, in every request for the spec")
+		}
+		e.asBytes, e.unshared, e.pinned = true, true, true
+		e.backed.Store(&backingRef{newHeldAsBytes(e)})
 	}
 	if !req.indexOnly {
 		e.mu.Lock()
@@ -287,6 +300,9 @@ func (e *entry) transformObject(obj any) (any, error) {
 		if obj, err = e.transform.Func(obj); err != nil {
 			return nil, err
 		}
+	}
+	if e.asBytes {
+		return e.codec.encode(obj)
 	}
 	if t := e.shared.Load(); t != nil {
 		t.Take(obj)

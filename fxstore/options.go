@@ -74,6 +74,8 @@ type request struct {
 	ownInformer bool
 	// unshared turns sharing off for the store.
 	unshared bool
+	// asBytes holds the store's objects as bytes.
+	asBytes bool
 }
 
 type index struct {
@@ -202,6 +204,20 @@ func WithOwnInformer() Option {
 // objects are its parent's.
 func WithoutSharing() Option {
 	return newOption(func(r *request) { r.unshared = true }, "fxstore.WithoutSharing()")
+}
+
+// HeldAsBytes keeps the store's objects as their wire encoding:
+// protobuf for built-in kinds, JSON for others. Each read, event and
+// index function decodes the object anew. Reads then cost a decode and
+// allocate, but give the caller a copy of its own.
+//
+// Use it for a store read rarely: a kind listed once per reconcile of
+// something else, or watched only to trigger. It applies to the store of
+// the spec, for every module that asks for it, and must be asked before
+// the app starts. Such a store has an informer of its own: it is no view,
+// and no store is a view of it.
+func HeldAsBytes() Option {
+	return newOption(func(r *request) { r.asBytes = true }, "fxstore.HeldAsBytes()")
 }
 
 // indexOnly adds a request's indexes to its store without counting it as

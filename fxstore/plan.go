@@ -69,6 +69,10 @@ func (r *Registry) planViews(all []*entry) map[*entry]*entry {
 // can be made from parent's, and parent has no index of another function
 // by the name its own indexes take there. The registry's lock is held.
 func (e *entry) viewFilter(parent *entry) (viewSelection, bool) {
+	if parent.asBytes {
+		// Its informer holds bytes, not objects a view can match.
+		return viewSelection{}, false
+	}
 	sel, err := viewSelectionOf(parent.parsedKey(), e.parsedKey())
 	if err != nil {
 		return viewSelection{}, false
