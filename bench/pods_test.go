@@ -254,8 +254,11 @@ var kindsWorkloads = []kindsWorkload{
 // fxkubeUnshared is fxkube with fxstore.WithoutSharing() on every store.
 const fxkubeUnshared = "fxkube-unshared"
 
+// fxkubeBytes is fxkube with fxstore.HeldAsBytes() on every store.
+const fxkubeBytes = "fxkube-bytes"
+
 // kindsSystems run the kinds workloads, in table order.
-var kindsSystems = []string{fxkube, fxkubeUnshared, controllerRuntime, plainInformers}
+var kindsSystems = []string{fxkube, fxkubeUnshared, fxkubeBytes, controllerRuntime, plainInformers}
 
 func kindsWorkloadNamed(name string) (kindsWorkload, bool) {
 	for _, w := range kindsWorkloads {
@@ -283,6 +286,7 @@ func (w kindsWorkload) workload() workload {
 		systems: map[string]func(*rest.Config, *harness) (system, error){
 			fxkube:            w.newFxkube(),
 			fxkubeUnshared:    w.newFxkube(fxstore.WithoutSharing()),
+			fxkubeBytes:       w.newFxkube(fxstore.HeldAsBytes()),
 			controllerRuntime: w.newControllerRuntime,
 			plainInformers:    w.newInformers,
 		},
@@ -512,7 +516,7 @@ func startKindReaders(b *testing.B, k *storeKind) *kindReaders {
 	conn, err := connection.New(cfg, scheme)
 	fatal(err)
 	r := &kindReaders{stores: make(map[string]kindStore)}
-	for sys, opts := range map[string][]fxstore.Option{fxkube: nil, fxkubeUnshared: {fxstore.WithoutSharing()}} {
+	for sys, opts := range map[string][]fxstore.Option{fxkube: nil, fxkubeUnshared: {fxstore.WithoutSharing()}, fxkubeBytes: {fxstore.HeldAsBytes()}} {
 		registry := fxstore.NewRegistry(scheme)
 		r.stores[sys], err = k.fxkube(registry, fxstore.Spec{LabelSelector: k.selector}, opts...)
 		fatal(err)

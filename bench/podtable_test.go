@@ -15,7 +15,7 @@ func kindsName(w kindsWorkload, sys string) string { return w.name + "/" + sys }
 // kindsColumns: sharing's effect shows between fxkube's two columns.
 var kindsColumns = columns{
 	systems: kindsSystems,
-	ratios:  [][2]string{{fxkube, controllerRuntime}, {fxkubeUnshared, controllerRuntime}, {fxkube, plainInformers}},
+	ratios:  [][2]string{{fxkube, controllerRuntime}, {fxkubeUnshared, controllerRuntime}, {fxkubeBytes, controllerRuntime}, {fxkube, plainInformers}},
 }
 
 // heapTargets are the targets for heap per object, by workload:
@@ -62,7 +62,7 @@ func printKinds(out io.Writer, r *recorder) {
 	if len(r.sizes()) == 0 {
 		return
 	}
-	fmt.Fprintf(out, "\nobjects that repeat: fxkube (sharing, the default) and fxkube with fxstore.WithoutSharing() (unshared) vs controller-runtime (cr) vs plain client-go informers; median of %d run(s)\n", r.runs())
+	fmt.Fprintf(out, "\nobjects that repeat: fxkube (sharing, the default), fxkube with fxstore.WithoutSharing() (unshared) and with fxstore.HeldAsBytes() (bytes) vs controller-runtime (cr) vs plain client-go informers; median of %d run(s)\n", r.runs())
 	fmt.Fprintf(out, "one store per kind, one controller of the first kind; every cache strips managedFields; cr reads deep-copy\n")
 	fmt.Fprintf(out, "machine: %s; load average %s now\nversions: %s\n\n", machine(), loadAverage(), versions())
 	table := [][]string{kindsColumns.header()}

@@ -465,7 +465,7 @@ type columns struct {
 var systemColumns = columns{systems: systems, ratios: [][2]string{{fxkube, controllerRuntime}, {fxkube, plainInformers}}}
 
 // shortNames are systems' names in a table's header, where they differ.
-var shortNames = map[string]string{controllerRuntime: "cr", fxkubeUnshared: "unshared"}
+var shortNames = map[string]string{controllerRuntime: "cr", fxkubeUnshared: "unshared", fxkubeBytes: "bytes"}
 
 func shortName(sys string) string {
 	if s, ok := shortNames[sys]; ok {
