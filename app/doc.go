@@ -1,7 +1,12 @@
-// Package app is the entry point of an fxkube binary: main lists its modules
-// and calls Main, which gives them a command line (run, describe, rbac,
-// local), a logger, a connection to the API server, stores, controllers and
-// the lifecycle that starts and stops them.
+// Package app is the entry point of an fxkube binary. main lists its
+// modules and calls Main:
 //
 //	func main() { os.Exit(app.Main("fxkube", rollout.Module, mirror.Module)) }
+//
+// Main gives the modules:
+//
+//   - a command line: run, describe, rbac, and local in -tags local builds;
+//   - a zap logger, and one connection to the API server;
+//   - the stores, the controllers, and the lifecycle that starts and
+//     stops them.
 package app

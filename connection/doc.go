@@ -1,9 +1,14 @@
-// Package connection is an app's one connection to its API server: one
-// rest.Config, one HTTP client, one lazily discovering REST mapper and one
-// direct client, shared by every store, client, event recorder, leader
-// election and hosted controller-runtime manager of the app, as
-// controller-runtime's cluster.New shares them within one manager.
+// Package connection is an app's one connection to its API server. A
+// Connection holds:
 //
-// Building a Connection does no I/O: the REST mapper discovers kinds the
-// first time it is asked about them.
+//   - one rest.Config and one HTTP client;
+//   - one REST mapper, which discovers kinds lazily;
+//   - one direct client.
+//
+// Every store, client, event recorder, leader election and hosted manager
+// of the app shares them. controller-runtime's cluster.New shares them the
+// same way within one manager.
+//
+// Building a Connection does no I/O. The REST mapper discovers a kind the
+// first time it is asked about it.
 package connection

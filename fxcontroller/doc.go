@@ -2,10 +2,15 @@
 // shared stores, as fx modules.
 //
 // A controller module declares a controller with Provide. Its constructor
-// asks the registry for the stores it needs, by watch spec, and returns New's
-// controller: a name (unique in the app), the primary store whose objects it
-// reconciles, a reconcile.Reconciler, and options such as Watches for
-// secondary stores whose changes map to primary objects:
+// asks the registry for stores by watch spec. It returns what New makes of:
+//
+//   - a name, unique in the app;
+//   - the primary store, whose objects it reconciles;
+//   - a reconcile.Reconciler;
+//   - options, such as Watches for secondary stores whose changes map to
+//     primary objects.
+//
+// For example:
 //
 //	var Module = fx.Module("rollout", fxcontroller.Provide(newController))
 //
@@ -25,30 +30,32 @@
 //			fxcontroller.Writes(appsv1.Resource("deployments"), "update", "patch"))
 //	}
 //
-// A controller adds no watch of its own to the API server: it subscribes to
-// the informers behind its stores, which every module asking for the same
-// spec shares. The app's lifecycle starts controllers only once every store
-// has synced, and only on the leader when leader election is on.
+// A controller adds no watch of its own to the API server. It subscribes
+// to the informers behind its stores, which every module asking for the
+// same spec shares. The app's lifecycle starts controllers once every
+// store has synced, and only on the leader when leader election is on.
 //
-// Underneath is controller-runtime's controller, so its workqueue, rate
-// limiting, concurrency, panic recovery and metrics
-// (controller_runtime_reconcile_total, _errors_total, _panics_total, ...)
-// are controller-runtime's, and a reconciler written for kubebuilder runs
-// unchanged: reconcile.Request, reconcile.Result (RequeueAfter),
-// reconcile.TerminalError (not retried) and log.FromContext all work as
-// there. LoggerFrom gives the context's logger as a *zap.Logger.
+// Underneath is controller-runtime's controller. Its workqueue, rate
+// limiting, concurrency, panic recovery and metrics are controller-runtime's
+// (controller_runtime_reconcile_total and the rest). A reconciler written
+// for kubebuilder runs unchanged: reconcile.Request, reconcile.Result,
+// reconcile.TerminalError and log.FromContext work as there. LoggerFrom
+// gives the context's logger as a *zap.Logger.
 //
-// Module provides what reconcilers act with: a client.Client for writes and
-// direct reads, and a RecorderProvider for events.k8s.io/v1 Events. The
-// fxcontrollertest package provides in-memory stand-ins for unit tests.
+// Module provides what reconcilers act with:
+//
+//   - a client.Client, for writes and direct reads;
+//   - a RecorderProvider, for events.k8s.io/v1 Events.
+//
+// The fxcontrollertest package provides in-memory stand-ins for unit tests.
 //
 // # Reading through stores
 //
-// Reconcilers should read the objects they watch through their stores, not
-// the client: a store read is a map lookup, costs the API server nothing,
-// and returns the object the store holds itself, without a copy. That object
-// is shared by every controller and module of the process, so never change
-// it. Copy it, change the copy, and write the copy:
+// Reconcilers should read the objects they watch through their stores,
+// not the client. A store read is a map lookup and costs the API server
+// nothing. It returns the object the store holds, without a copy. Every
+// controller and module of the process shares that object, so never
+// change it. Copy it, change the copy, and write the copy:
 //
 //	deployment, err := r.deployments.Get(req.Namespace, req.Name)
 //	if err != nil {
@@ -59,22 +66,24 @@
 //	return reconcile.Result{}, r.client.Update(ctx, deployment)
 //
 // A store sees a write once its watch delivers it, moments later. A
-// reconcile that reads its store just after a write may see the object as it
-// was; its update then fails with a conflict and the request is retried,
-// which is what controller-runtime's cached client does too.
+// reconcile that reads its store just after a write may see the object as
+// it was. Its update then fails with a conflict, and the request is
+// retried. controller-runtime's cached client behaves the same.
 //
 // # Hosting controller-runtime operators
 //
-// SetupWithManager runs an existing operator's setup (its SetupWithManager
-// calls, field indexes, runnables and checks) unchanged, on a
-// manager.Manager façade over the app: its cache is fxstore.NewCache's over
-// the app's registry, so its informers are the app's shared stores, and
-// what it runs runs under the app's lifecycle. See SetupWithManager.
+// SetupWithManager runs an existing operator's setup unchanged: its
+// SetupWithManager calls, field indexes, runnables and checks. It gets a
+// manager.Manager façade over the app. Its cache is fxstore.NewCache's
+// over the app's registry, so its informers are the app's shared stores.
+// What it runs runs under the app's lifecycle.
 //
 // # What a controller declares
 //
-// Info reports a controller's name, stores and declared writes, from which
-// the app's describe and rbac commands work: rbac grants list and watch on
-// every store, the writes declared with Writes, and what event recorders
-// need.
+// Info reports a controller's name, stores and declared writes. The app's
+// describe and rbac commands work from it. rbac grants:
+//
+//   - list and watch on every store;
+//   - the writes declared with Writes;
+//   - what event recorders need.
 package fxcontroller

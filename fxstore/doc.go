@@ -1,35 +1,51 @@
 // Package fxstore gives fx modules shared, typed Kubernetes object stores,
 // one per watch spec.
 //
-// A module asks for a store with For, passing a Spec: the kind (from the Go
+// # Stores
+//
+// A module asks for a store with For and a Spec: the kind (from the Go
 // type), namespace, label and field selectors, projection and transform.
-// Equivalent specs (selectors written in another order, say) canonicalise to
-// the same Key, and every request for one Key, from any module, gets a store
-// backed by the same client-go shared informer: one LIST/WATCH and one copy
-// of each object in the process.
 //
 //	func newController(stores *fxstore.Registry) (*controller, error) {
 //		pods, err := fxstore.For[*corev1.Pod](stores, fxstore.Spec{LabelSelector: "app=web"})
 //		...
 //	}
 //
-// Asking for a store does no I/O. The app's lifecycle starts every store at
-// once (Registry.Start), after checking that each kind is served and may be
-// listed and watched, and waits for all of them to sync (Registry.WaitForSync)
-// before any controller runs. Reads before a store has synced return
-// ErrNotSynced rather than a partial answer.
+// Equivalent specs, such as selectors in another order, canonicalise to
+// one Key. Every request for a Key, from any module, gets a store backed
+// by the same client-go shared informer. That is one LIST/WATCH and one
+// copy of each object in the process. A narrower spec is served as a view
+// of a broader store, with no watch or copy of its own.
 //
-// A store whose list/watch fails after start (access revoked, its kind
-// gone, its conversion webhook down, the API server away) keeps serving
-// what it held while it retries. Store.Err says since when and why; a
-// handler given to Subscribe that implements HealthHandler hears the
-// failure and the recovery.
+// # Start
 //
-// Reads return the cached objects without copying them. They are shared by
-// every consumer: never modify one; DeepCopy it first.
+// Asking for a store does no I/O. The app's lifecycle then:
 //
-// NewCache serves code written for controller-runtime: a cache.Cache whose
-// informers are the registry's stores, with controller-runtime's read
-// semantics (deep copies, namespaced field indexes, stores started on a
-// kind's first read).
+//  1. checks that each kind is served and may be listed and watched;
+//  2. starts every store at once (Registry.Start);
+//  3. waits for all of them to sync (Registry.WaitForSync) before any
+//     controller runs.
+//
+// Reads before a store has synced return ErrNotSynced, not a partial
+// answer.
+//
+// # Failures after start
+//
+// A store whose list/watch fails after start keeps serving what it held
+// while it retries. Causes include revoked access, a deleted kind, a
+// conversion webhook down and an API server away. Store.Err says since
+// when and why. A handler given to Subscribe that implements HealthHandler
+// hears the failure and the recovery.
+//
+// # Reads
+//
+// Reads return the stored objects without copying them. Every consumer
+// shares them, and objects of a store share the parts they repeat. Never
+// change one: DeepCopy it first. WithoutSharing turns sharing off for a
+// store, and HeldAsBytes keeps a rarely read store's objects encoded.
+//
+// NewCache serves code written for controller-runtime. It is a cache.Cache
+// whose informers are the registry's stores, with controller-runtime's
+// read semantics: deep copies, namespaced field indexes, and stores
+// started on a kind's first read.
 package fxstore
