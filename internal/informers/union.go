@@ -22,7 +22,8 @@ import (
 //     informer's first list does;
 //   - a member removed takes the union's handlers with it, without Delete
 //     events: its objects are elsewhere now, not gone;
-//   - reads are the union of the members' indexers, in key order;
+//   - reads are the union of the members' indexers, in key order; they
+//     see a member added before its objects reach the handlers;
 //   - it has synced once every member has.
 //
 // The members run on their own; the union is never run, configured or
@@ -77,6 +78,10 @@ func (u *Union[K]) Add(k K, inf cache.SharedIndexInformer) error {
 		}
 	}
 	m := &member{SharedIndexInformer: inf, gone: make(chan struct{})}
+	// Reads see the member before its objects reach the handlers, which
+	// may read them.
+	u.members[k] = m
+	u.publish()
 	added := make(map[*unionRegistration[K]]cache.ResourceEventHandlerRegistration, len(u.handlers))
 	for _, h := range u.handlers {
 		reg, err := inf.AddEventHandlerWithOptions(h.handler, h.opts)
@@ -84,6 +89,8 @@ func (u *Union[K]) Add(k K, inf cache.SharedIndexInformer) error {
 			for _, reg := range added {
 				_ = inf.RemoveEventHandler(reg)
 			}
+			delete(u.members, k)
+			u.publish()
 			return fmt.Errorf("%s: member %v: %w", u.name, k, err)
 		}
 		added[h] = reg
@@ -91,8 +98,6 @@ func (u *Union[K]) Add(k K, inf cache.SharedIndexInformer) error {
 	for h, reg := range added {
 		h.regs[m] = reg
 	}
-	u.members[k] = m
-	u.publish()
 	return nil
 }
 
@@ -307,18 +312,12 @@ type unionIndexer[K cmp.Ordered] struct {
 var _ cache.Indexer = unionIndexer[int]{}
 
 func (x unionIndexer[K]) List() []any {
-	var out []any
-	for _, m := range x.u.current() {
-		out = append(out, m.GetIndexer().List()...)
-	}
+	out, _ := gather(x.u, func(ix cache.Indexer) ([]any, error) { return ix.List(), nil })
 	return out
 }
 
 func (x unionIndexer[K]) ListKeys() []string {
-	var out []string
-	for _, m := range x.u.current() {
-		out = append(out, m.GetIndexer().ListKeys()...)
-	}
+	out, _ := gather(x.u, func(ix cache.Indexer) ([]string, error) { return ix.ListKeys(), nil })
 	return out
 }
 
@@ -340,35 +339,34 @@ func (x unionIndexer[K]) GetByKey(key string) (any, bool, error) {
 }
 
 func (x unionIndexer[K]) Index(name string, obj any) ([]any, error) {
-	return x.gather(func(ix cache.Indexer) ([]any, error) { return ix.Index(name, obj) })
+	return gather(x.u, func(ix cache.Indexer) ([]any, error) { return ix.Index(name, obj) })
 }
 
 func (x unionIndexer[K]) ByIndex(name, value string) ([]any, error) {
-	return x.gather(func(ix cache.Indexer) ([]any, error) { return ix.ByIndex(name, value) })
+	return gather(x.u, func(ix cache.Indexer) ([]any, error) { return ix.ByIndex(name, value) })
 }
 
 func (x unionIndexer[K]) IndexKeys(name, value string) ([]string, error) {
-	var out []string
-	for _, m := range x.u.current() {
-		keys, err := m.GetIndexer().IndexKeys(name, value)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, keys...)
-	}
-	return out, nil
+	return gather(x.u, func(ix cache.Indexer) ([]string, error) { return ix.IndexKeys(name, value) })
 }
 
-func (x unionIndexer[K]) gather(read func(cache.Indexer) ([]any, error)) ([]any, error) {
-	var out []any
-	for _, m := range x.u.current() {
-		items, err := read(m.GetIndexer())
+// gather returns what read returns of each member's indexer, in member
+// key order, in one slice allocated once.
+func gather[K cmp.Ordered, V any](u *Union[K], read func(cache.Indexer) ([]V, error)) ([]V, error) {
+	held := u.current()
+	if len(held) == 1 {
+		return read(held[0].GetIndexer())
+	}
+	var buf [16][]V // a member per bucket, as many as fxshard's default
+	parts := buf[:0]
+	for _, m := range held {
+		part, err := read(m.GetIndexer())
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, items...)
+		parts = append(parts, part)
 	}
-	return out, nil
+	return slices.Concat(parts...), nil
 }
 
 func (x unionIndexer[K]) ListIndexFuncValues(name string) []string {

@@ -828,3 +828,38 @@ func TestUnionConcurrentUse(t *testing.T) {
 	require.Eventually(t, reg.HasSynced, wait, time.Millisecond)
 	require.ElementsMatch(t, []string{"add a/1 v=1 initial=true", "add b/1 v=1 initial=true"}, h.all())
 }
+
+// readingHandler reads each object it is told of from the union, as a
+// controller reads what it is told to reconcile.
+type readingHandler struct {
+	recorder
+	u *informers.Union[string]
+}
+
+func (h *readingHandler) OnAdd(obj any, isInInitialList bool) {
+	key, _ := cache.MetaNamespaceKeyFunc(obj)
+	if _, ok, _ := h.u.GetIndexer().GetByKey(key); !ok {
+		h.record("unreadable " + key)
+	}
+	h.recorder.OnAdd(obj, isInInitialList)
+}
+
+func TestUnionReadsAMemberBeforeItsHandlersHearIt(t *testing.T) {
+	objs := make([]*corev1.ConfigMap, 50)
+	for i := range objs {
+		objs[i] = configMap("a", fmt.Sprint(i), "", "1")
+	}
+	m := newFakeInformer(t, nil, objs...)
+	m.start(t)
+	u := informers.NewUnion[string]("test union")
+	h := &readingHandler{u: u}
+	_, err := u.AddEventHandler(h)
+	require.NoError(t, err)
+
+	require.NoError(t, u.Add("a", m))
+	events := h.waitLen(t, len(objs))
+	require.Len(t, events, len(objs))
+	for _, e := range events {
+		require.True(t, strings.HasPrefix(e, "add "), "an object heard before it could be read: %s", e)
+	}
+}
