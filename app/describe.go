@@ -29,7 +29,7 @@ import (
 )
 
 // storeHooks are what fxstore's registry does for app and not for users.
-var storeHooks = storehooks.Get[*fxstore.Registry, fxstore.Key, fxstore.Spec]()
+var storeHooks = storehooks.Get[*fxstore.Registry, fxstore.Key, fxstore.Spec, fxstore.Option]()
 
 // Graph is what the app's modules declared: its stores and controllers. The
 // describe command prints it; `describe --output json` prints it as JSON,

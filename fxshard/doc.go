@@ -35,8 +35,9 @@
 // without the replica listing its other buckets again. Where the API
 // server does not apply shard selectors (Shards.Run asks it first), each
 // bucket's store is a view of one store of the whole spec instead: every
-// object received once and held, rather than received once per bucket. Its reads and its
-// informer are the union of the buckets' stores. A sharded controller runs
+// object received once and held, rather than received once per bucket. The
+// sharded store is an fxstore.Store whose reads and informer are the union
+// of the buckets' stores; its Key is the whole spec's. A sharded controller runs
 // on every replica; it drops requests for keys of buckets it does not
 // hold, requeues those of a bucket whose store has not synced, and, when
 // the replica gives a bucket up, lets no reconcile of its keys start and

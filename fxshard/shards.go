@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/sharding"
 	"k8s.io/client-go/kubernetes"
@@ -200,13 +199,6 @@ func (s *Shards) acquireIn(st sharded, bucket int) error {
 // consumer names a bucket's store's consumer, for describe and metrics.
 func (s *Shards) consumer(bucket int) string {
 	return fmt.Sprintf("fxshard bucket %d", bucket)
-}
-
-// resource guesses key's resource, to name it in NotFound errors of
-// objects in no bucket held.
-func (s *Shards) resource(key fxstore.Key) schema.GroupResource {
-	plural, _ := meta.UnsafeGuessKindToResource(key.Kind)
-	return plural.GroupResource()
 }
 
 // acquired is the Coordinator's Handler.Acquired: every sharded store asks for the bucket's

@@ -7,7 +7,8 @@ import (
 // backing is what serves a store: the informer its reads and handlers go
 // to, and the store whose list and watch feed it. A store is backed by its
 // own informer until the registry plans it, at Start or when it is
-// requested later, as a view of a broader store. Nothing else asks which
+// requested later, as a view of a broader store. A sharded store is backed
+// by the stores of its buckets from the start. Nothing else asks which
 // backing a store has.
 type backing interface {
 	cache.SharedIndexInformer
@@ -21,6 +22,19 @@ type backing interface {
 	// what other stores hold: 0 for a view, whose objects are its
 	// parent's.
 	heapBytes(n int) int64
+}
+
+// partlySynced is a backing of parts that sync apart, such as the buckets
+// of a sharded store. While the store has not synced, Get finds objects in
+// the parts that have; another backing has no such parts.
+type partlySynced interface {
+	getSynced(key string) (item any, ok bool)
+}
+
+// counter is a backing that counts its objects without listing their keys
+// together, such as a sharded store, which counts each bucket's.
+type counter interface {
+	count() int
 }
 
 // ownInformer backs a store with an informer of its own, which the

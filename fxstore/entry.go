@@ -78,8 +78,11 @@ type entry struct {
 	whole      *entry
 	shardViews int
 
+	// synced is set, and syncedCh closed, once the store has synced. A
+	// sharded store's turns back while a bucket added to it syncs, and
+	// syncedCh is replaced then (see buckets).
 	synced   atomic.Bool
-	syncedCh chan struct{}
+	syncedCh atomic.Pointer[chan struct{}]
 	received atomic.Int64
 	// outsideShard counts the objects the source sent outside the store's
 	// shard, dropped.
@@ -101,22 +104,16 @@ type entry struct {
 	diagnosis error
 	// healthHandlers hear the store's transitions, by subscription.
 	healthHandlers map[*Subscription]HealthHandler
+	// onSynced are called once the store has synced (see whenSynced).
+	onSynced []func()
 }
 
+// newEntry returns a store of example's type backed by an informer of its
+// own.
 func newEntry(key Key, example k8sruntime.Object, t Transform, r *Registry) *entry {
-	e := &entry{
-		key:        key,
-		registry:   r,
-		example:    example,
-		transform:  t,
-		indexFuncs: make(map[string]string),
-		indexCalls: make(map[string]string),
-		indexers:   cache.Indexers{},
-		syncedCh:   make(chan struct{}),
-		notSynced:  &StoreError{Key: key, Err: ErrNotSynced},
-		codec:      newWireCodec(example),
-	}
-	e.proxy = &storeInformer{e}
+	e := newStoreEntry(key, r)
+	e.example, e.transform, e.codec = example, t, newWireCodec(example)
+	e.indexFuncs, e.indexCalls, e.indexers = make(map[string]string), make(map[string]string), cache.Indexers{}
 	e.informer = cache.NewSharedIndexInformerWithOptions(&e.lw, example, cache.SharedIndexInformerOptions{
 		Indexers:          cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 		ObjectDescription: key.String(),
@@ -125,6 +122,14 @@ func newEntry(key Key, example k8sruntime.Object, t Transform, r *Registry) *ent
 	_ = e.informer.SetTransform(e.transformObject)
 	_ = e.informer.SetWatchErrorHandlerWithContext(e.watchError)
 	e.backed.Store(&backingRef{ownInformer{e.informer, e}})
+	return e
+}
+
+// newStoreEntry returns the store of key, with no backing yet.
+func newStoreEntry(key Key, r *Registry) *entry {
+	e := &entry{key: key, registry: r, notSynced: &StoreError{Key: key, Err: ErrNotSynced}}
+	e.syncedCh.Store(new(make(chan struct{})))
+	e.proxy = &storeInformer{e}
 	return e
 }
 
@@ -282,10 +287,30 @@ func (e *entry) markSynced() {
 	d := time.Since(e.startedAt)
 	e.mu.Lock()
 	e.syncedIn = d
-	e.mu.Unlock()
 	e.synced.Store(true)
-	close(e.syncedCh)
+	onSynced := e.onSynced
+	e.onSynced = nil
+	e.mu.Unlock()
+	close(e.syncedDone())
 	e.registry.log.Info("store synced", zap.Stringer("store", e.key), zap.Duration("took", d), zap.Int("objects", e.count()))
+	for _, f := range onSynced {
+		f()
+	}
+}
+
+// syncedDone returns the channel closed once the store has synced.
+func (e *entry) syncedDone() chan struct{} { return *e.syncedCh.Load() }
+
+// whenSynced calls f once the store has synced: at once if it has.
+func (e *entry) whenSynced(f func()) {
+	e.mu.Lock()
+	if !e.synced.Load() {
+		e.onSynced = append(e.onSynced, f)
+		e.mu.Unlock()
+		return
+	}
+	e.mu.Unlock()
+	f()
 }
 
 func (e *entry) transformObject(obj any) (any, error) {
@@ -336,7 +361,12 @@ func (e *entry) list(namespace string) ([]any, error) {
 }
 
 // count returns how many objects the store holds.
-func (e *entry) count() int { return len(e.indexer().ListKeys()) }
+func (e *entry) count() int {
+	if c, ok := e.backing().(counter); ok {
+		return c.count()
+	}
+	return len(e.indexer().ListKeys())
+}
 
 // sampled is how many objects an unshared store sizes to estimate its
 // heap.

@@ -10,9 +10,9 @@ import (
 // init gives fxkube's other packages what the registry does for them but
 // not for users (see internal/storehooks).
 func init() {
-	storehooks.Set(&storehooks.Hooks[*Registry, Key, Spec]{
-		Delay: (*Registry).delay,
-		Drop:  (*Registry).drop,
+	storehooks.Set(&storehooks.Hooks[*Registry, Key, Spec, Option]{
+		Delay:   (*Registry).delay,
+		Sharded: sharded,
 		CheckShardSelectors: func(ctx context.Context, r *Registry, key Key) (bool, error) {
 			return r.checkShardSelectors(ctx, key)
 		},

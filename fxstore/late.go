@@ -45,7 +45,7 @@ func (r *Registry) startView(e, parent *entry) {
 		r.signalLocked()
 		return
 	}
-	r.wg.Go(func() { e.awaitSync(ctx, parent.syncedCh) })
+	r.wg.Go(func() { e.awaitSync(ctx, parent.syncedDone()) })
 }
 
 // serveShardFromWhole makes sharded store e, when the API server ignores

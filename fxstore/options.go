@@ -76,6 +76,8 @@ type request struct {
 	unshared bool
 	// asBytes holds the store's objects as bytes.
 	asBytes bool
+	// buckets makes the store a sharded one, of these buckets' stores.
+	buckets *buckets
 }
 
 type index struct {

@@ -132,6 +132,11 @@ func (r *Registry) register(typ reflect.Type, spec Spec, req request) (*entry, e
 		}
 	}
 
+	if req.buckets != nil {
+		// A sharded store is its buckets': the registry holds those.
+		return req.buckets.bind(r, typ, key, spec, req)
+	}
+
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopped {

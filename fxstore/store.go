@@ -38,7 +38,8 @@ var _ Reader[client.Object] = (*Store[client.Object])(nil)
 // to date by one informer. Every consumer of the same key shares it. A
 // store whose objects are a subset of a broader store's is served from
 // that store's informer, filtered (a view; see Registry.Start), and behaves
-// the same.
+// the same. A sharded store (fxshard.For) is served from the stores of the
+// buckets it holds, and has synced while each of them has.
 //
 // Reads return the cached objects themselves, not copies: treat them as
 // read-only and DeepCopy before changing one. Before the store has synced,
@@ -59,7 +60,7 @@ func (s *Store[T]) HasSynced() bool { return s.e.synced.Load() }
 // WaitForSync blocks until the store has synced or ctx ends.
 func (s *Store[T]) WaitForSync(ctx context.Context) error {
 	select {
-	case <-s.e.syncedCh:
+	case <-s.e.syncedDone():
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("wait for store %s: %w", s.e.key, context.Cause(ctx))
@@ -92,7 +93,7 @@ var keyBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 128); return &
 func (s *Store[T]) Get(namespace, name string) (T, error) {
 	var zero T
 	if !s.e.synced.Load() {
-		return zero, s.e.notSynced
+		return s.getUnsynced(namespace, name)
 	}
 	indexer := s.e.indexer()
 	var (
@@ -114,6 +115,18 @@ func (s *Store[T]) Get(namespace, name string) (T, error) {
 		return zero, apierrors.NewNotFound(s.e.resource, name)
 	}
 	return item.(T), nil
+}
+
+// getUnsynced is Get while the store has not synced: an object found in a
+// part that has (a bucket of a sharded store), else ErrNotSynced.
+func (s *Store[T]) getUnsynced(namespace, name string) (T, error) {
+	if p, ok := s.e.backing().(partlySynced); ok {
+		if item, ok := p.getSynced(cache.NewObjectName(namespace, name).String()); ok {
+			return item.(T), nil
+		}
+	}
+	var zero T
+	return zero, s.e.notSynced
 }
 
 // List returns the objects matching opts. client.InNamespace and

@@ -18,7 +18,7 @@ import (
 )
 
 // storeHooks are what fxstore's registry does for lifecycle and not for users.
-var storeHooks = storehooks.Get[*fxstore.Registry, fxstore.Key, fxstore.Spec]()
+var storeHooks = storehooks.Get[*fxstore.Registry, fxstore.Key, fxstore.Spec, fxstore.Option]()
 
 // runnables are the app's runnables, grouped by when they start, as
 // controller-runtime's manager groups what it is given

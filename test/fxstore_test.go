@@ -228,7 +228,7 @@ func TestListerWatcherListsInPages(t *testing.T) {
 	require.NoError(t, err)
 	for _, projection := range []fxstore.Projection{fxstore.Typed, fxstore.Metadata, fxstore.Unstructured} {
 		key := fxstore.Key{Kind: corev1.SchemeGroupVersion.WithKind("ConfigMap"), Namespace: ns, Projection: projection}
-		lw, err := storehooks.Get[*fxstore.Registry, fxstore.Key, fxstore.Spec]().NewListerWatcher(c, key)
+		lw, err := storehooks.Get[*fxstore.Registry, fxstore.Key, fxstore.Spec, fxstore.Option]().NewListerWatcher(c, key)
 		require.NoError(t, err)
 		list := cache.ToListerWatcherWithContext(lw).ListWithContext
 		var names []string

@@ -41,7 +41,7 @@ var _ fxstore.Source = (*Source)(nil)
 
 // hooks are what fxstore does for the source: select and make lists as
 // the API server does.
-var hooks = storehooks.Get[*fxstore.Registry, fxstore.Key, fxstore.Spec]()
+var hooks = storehooks.Get[*fxstore.Registry, fxstore.Key, fxstore.Spec, fxstore.Option]()
 
 // NewSource returns a Source holding objs. Types must be in scheme, except
 // for unstructured objects. The client's REST mapper knows every kind in

@@ -1,12 +1,14 @@
 // Package storehooks reaches what fxstore's registry does for fxkube's
-// other packages but not for users: delaying the start barrier, dropping a
-// shard's store, asking whether the API server applies shard selectors,
-// and the parts of a store's source an in-memory source reuses.
+// other packages but not for users: delaying the start barrier, making a
+// store of the buckets a replica holds, asking whether the API server
+// applies shard selectors, and the parts of a store's source an in-memory
+// source reuses.
 //
 // fxstore sets the hooks as it is initialised; the packages that import
 // fxstore read them once, as they are. This is grpc-go's internal package
-// idiom, typed: R is *fxstore.Registry, K fxstore.Key and S fxstore.Spec,
-// which this package cannot name without importing fxstore.
+// idiom, typed: R is *fxstore.Registry, K fxstore.Key, S fxstore.Spec and
+// O fxstore.Option, which this package cannot name without importing
+// fxstore.
 package storehooks
 
 import (
@@ -14,19 +16,22 @@ import (
 	"reflect"
 
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/sharding"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Hooks are the functions fxstore gives its sibling packages.
-type Hooks[R, K, S any] struct {
+type Hooks[R, K, S, O any] struct {
 	// Delay makes r's WaitForSync wait, besides every store, until release
 	// is called; name says in its errors what it waits for. lifecycle
 	// delays the start barrier while caches sync and controllers warm up.
 	Delay func(r R, name string) (release func())
-	// Drop releases one request for the sharded store with key, and stops
-	// the store with the last: for a shard given up.
-	Drop func(r R, key K) error
+	// Sharded returns an option that makes For return a sharded store:
+	// the union of the stores of the buckets added to it through the
+	// Buckets returned, which start empty. consumer names the consumer of
+	// a bucket's store.
+	Sharded func(consumer func(bucket int) string) (O, Buckets)
 	// CheckShardSelectors asks the source whether the API server applies
 	// shard selectors to key's kind, and records the answer for the
 	// sharded stores of the kind requested afterwards.
@@ -49,11 +54,27 @@ type Hooks[R, K, S any] struct {
 	DetectMutations func(r R) (check func() error, err error)
 }
 
+// Buckets are the buckets of a sharded store (see Hooks.Sharded).
+type Buckets interface {
+	// Acquire asks for the store of the objects of bucket, which shard
+	// selects, and adds it to the sharded store: reads see its objects,
+	// and the sharded store's handlers hear them.
+	Acquire(bucket int, shard sharding.Selector) error
+	// Release removes bucket's store, without Delete events, and drops
+	// it. Releasing a bucket not held does nothing.
+	Release(bucket int) error
+	// Held returns the buckets held, in order.
+	Held() []int
+	// Synced reports whether bucket is held, and whether its store has
+	// synced.
+	Synced(bucket int) (held, synced bool)
+}
+
 var hooks any
 
 // Set records fxstore's hooks. fxstore calls it once, as it is initialised.
-func Set[R, K, S any](h *Hooks[R, K, S]) { hooks = h }
+func Set[R, K, S, O any](h *Hooks[R, K, S, O]) { hooks = h }
 
 // Get returns fxstore's hooks. Its type arguments must be fxstore's: any
 // other is a mistake the package's first test finds, as it panics.
-func Get[R, K, S any]() *Hooks[R, K, S] { return hooks.(*Hooks[R, K, S]) }
+func Get[R, K, S, O any]() *Hooks[R, K, S, O] { return hooks.(*Hooks[R, K, S, O]) }

@@ -242,7 +242,7 @@ func checkShardedStores(t *testing.T, cfg *rest.Config, serverFilters bool) {
 	// Asked, the source tells whether the API server applies shard
 	// selectors; sharded stores asked for afterwards list and watch their
 	// shard if it does, and are views of the store of all if it does not.
-	applied, err := storehooks.Get[*fxstore.Registry, fxstore.Key, fxstore.Spec]().CheckShardSelectors(ctx, reg, all.Key())
+	applied, err := storehooks.Get[*fxstore.Registry, fxstore.Key, fxstore.Spec, fxstore.Option]().CheckShardSelectors(ctx, reg, all.Key())
 	require.NoError(t, err)
 	require.Equal(t, serverFilters, applied, "the API server says whether it applied the selector")
 	quarter := sharding.NewSelector(sharding.ShardRangeRequirement{Key: fxstore.ShardByUID, Start: "0x4000000000000000", End: "0x8000000000000000"})

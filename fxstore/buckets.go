@@ -1,0 +1,180 @@
+package fxstore
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/sharding"
+
+	"github.com/fxkube/fxkube/internal/informers"
+	"github.com/fxkube/fxkube/internal/storehooks"
+)
+
+// buckets backs a sharded store with the stores of the buckets it holds:
+// each a store of the registry whose spec has its bucket's shard. It has
+// no informer and no watch of its own, and the registry does not hold it.
+// fxshard adds and removes buckets as the replica takes and gives them up
+// (see storehooks.Buckets). The store has synced while every bucket held
+// has.
+type buckets struct {
+	*informers.Union[int]
+	e *entry // the sharded store
+
+	// typ, spec and req ask for a bucket's store, with the bucket's shard
+	// and the consumer that consumer names.
+	typ      reflect.Type
+	spec     Spec
+	req      request
+	consumer func(bucket int) string
+
+	// mu serialises adding and removing buckets.
+	mu sync.Mutex
+	// held are the buckets' stores; a map never changed once stored, so
+	// that reads take no lock.
+	held atomic.Pointer[map[int]*entry]
+	// syncMu serialises turning the store's synced on and off.
+	syncMu sync.Mutex
+}
+
+var (
+	_ backing            = (*buckets)(nil)
+	_ partlySynced       = (*buckets)(nil)
+	_ storehooks.Buckets = (*buckets)(nil)
+)
+
+// sharded is storehooks.Hooks.Sharded: the option makes For bind the
+// store to the buckets returned.
+func sharded(consumer func(bucket int) string) (Option, storehooks.Buckets) {
+	b := &buckets{consumer: consumer}
+	b.held.Store(&map[int]*entry{})
+	return newOption(func(r *request) { r.buckets = b }, "fxshard.For"), b
+}
+
+// bind makes the store of key, whose requests are for typ objects matching
+// spec, with no bucket yet.
+func (b *buckets) bind(r *Registry, typ reflect.Type, key Key, spec Spec, req request) (*entry, error) {
+	if b.e != nil {
+		return nil, errors.New("a sharded store's option was given to For twice")
+	}
+	e := newStoreEntry(key, r)
+	// The union has no source to resolve its resource: NotFound errors
+	// name a guess.
+	plural, _ := meta.UnsafeGuessKindToResource(key.Kind)
+	e.resource = plural.GroupResource()
+	req.buckets = nil
+	b.e, b.typ, b.spec, b.req = e, typ, spec, req
+	b.Union = informers.NewUnion[int]("sharded store " + key.String())
+	e.backed.Store(&backingRef{b})
+	b.update() // no bucket: synced
+	return e, nil
+}
+
+// source is the store itself, which has no list or watch to fail.
+func (b *buckets) source() *entry { return b.e }
+
+// close does nothing: the registry does not hold the store.
+func (*buckets) close() {}
+
+// heapBytes is 0: the objects are the buckets' stores', which count them.
+func (*buckets) heapBytes(int) int64 { return 0 }
+
+// Acquire implements storehooks.Buckets.
+func (b *buckets) Acquire(bucket int, shard sharding.Selector) error {
+	spec, req := b.spec, b.req
+	spec.Shard = shard
+	req.consumer, req.named = b.consumer(bucket), true
+	m, err := b.e.registry.register(b.typ, spec, req)
+	if err != nil {
+		return fmt.Errorf("sharded store %s: bucket %d: %w", b.e.key, bucket, err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	prev := *b.held.Load()
+	next := maps.Clone(prev)
+	next[bucket] = m
+	b.held.Store(&next)
+	b.update()
+	// The union's reads see the bucket before its objects reach the
+	// handlers: a bucket's store that is a view of a synced one replays
+	// them at once, and a controller reads each to tell its bucket.
+	if err := b.Add(bucket, m.proxy); err != nil {
+		b.held.Store(&prev)
+		b.update()
+		return errors.Join(fmt.Errorf("sharded store %s: bucket %d: %w", b.e.key, bucket, err), b.e.registry.drop(m.key))
+	}
+	m.whenSynced(b.update)
+	return nil
+}
+
+// Release implements storehooks.Buckets.
+func (b *buckets) Release(bucket int) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	m, ok := (*b.held.Load())[bucket]
+	if !ok {
+		return nil
+	}
+	next := maps.Clone(*b.held.Load())
+	delete(next, bucket)
+	b.held.Store(&next)
+	b.update()
+	return errors.Join(b.Remove(bucket), b.e.registry.drop(m.key))
+}
+
+// Held implements storehooks.Buckets.
+func (b *buckets) Held() []int { return slices.Sorted(maps.Keys(*b.held.Load())) }
+
+// Synced implements storehooks.Buckets.
+func (b *buckets) Synced(bucket int) (held, synced bool) {
+	m, ok := (*b.held.Load())[bucket]
+	return ok, ok && m.synced.Load()
+}
+
+// update turns the store's synced on once every bucket held has synced,
+// and off while one has not.
+func (b *buckets) update() {
+	b.syncMu.Lock()
+	defer b.syncMu.Unlock()
+	all := true
+	for _, m := range *b.held.Load() {
+		all = all && m.synced.Load()
+	}
+	e := b.e
+	switch {
+	case all && !e.synced.Load():
+		e.synced.Store(true)
+		close(e.syncedDone())
+	case !all && e.synced.Load():
+		// WaitForSync waits on the new channel before reads fail.
+		e.syncedCh.Store(new(make(chan struct{})))
+		e.synced.Store(false)
+	}
+}
+
+// getSynced implements partlySynced: key in a bucket that has synced.
+func (b *buckets) getSynced(key string) (any, bool) {
+	for _, m := range *b.held.Load() {
+		if !m.synced.Load() {
+			continue
+		}
+		if item, ok, _ := m.indexer().GetByKey(key); ok {
+			return item, true
+		}
+	}
+	return nil, false
+}
+
+// count implements counter: the sum of the buckets' counts.
+func (b *buckets) count() int {
+	n := 0
+	for _, m := range *b.held.Load() {
+		n += m.count()
+	}
+	return n
+}
