@@ -1,6 +1,8 @@
 package fxstore
 
 import (
+	"time"
+
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -29,6 +31,12 @@ type backing interface {
 // the parts that have; another backing has no such parts.
 type partlySynced interface {
 	getSynced(key string) (item any, ok bool)
+}
+
+// healthOfParts is a backing whose health is its parts', such as the
+// buckets of a sharded store, which has no list or watch of its own.
+type healthOfParts interface {
+	health() (since time.Time, err error)
 }
 
 // counter is a backing that counts its objects without listing their keys

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/sharding"
@@ -40,7 +41,17 @@ type buckets struct {
 	held atomic.Pointer[map[int]*entry]
 	// syncMu serialises turning the store's synced on and off.
 	syncMu sync.Mutex
+	// healthMu guards failing, the health the store's handlers last
+	// heard, and hearing, each bucket's subscription to its health.
+	healthMu sync.Mutex
+	failing  bool
+	hearing  map[int]*Subscription
 }
+
+// healthFunc is a HealthHandler of a function.
+type healthFunc func(error)
+
+func (f healthFunc) OnHealth(err error) { f(err) }
 
 var (
 	_ backing            = (*buckets)(nil)
@@ -109,7 +120,51 @@ func (b *buckets) Acquire(bucket int, shard sharding.Selector) error {
 		return errors.Join(fmt.Errorf("sharded store %s: bucket %d: %w", b.e.key, bucket, err), b.e.registry.drop(m.key))
 	}
 	m.whenSynced(b.update)
+	b.hear(bucket, m)
 	return nil
+}
+
+// hear subscribes to the health of bucket's store m.
+func (b *buckets) hear(bucket int, m *entry) {
+	sub := &Subscription{e: m}
+	m.mu.Lock()
+	if m.healthHandlers == nil {
+		m.healthHandlers = make(map[*Subscription]HealthHandler)
+	}
+	m.healthHandlers[sub] = healthFunc(func(error) { b.healthChanged() })
+	m.mu.Unlock()
+	b.healthMu.Lock()
+	if b.hearing == nil {
+		b.hearing = make(map[int]*Subscription)
+	}
+	b.hearing[bucket] = sub
+	b.healthMu.Unlock()
+	// It may have failed already.
+	b.healthChanged()
+}
+
+// health is the store's: failing since its first bucket failed, with that
+// bucket's error, while one does.
+func (b *buckets) health() (since time.Time, err error) {
+	for _, m := range *b.held.Load() {
+		if s, e := m.health(); !s.IsZero() && (since.IsZero() || s.Before(since)) {
+			since, err = s, &StoreError{Key: m.key, Err: e}
+		}
+	}
+	return since, err
+}
+
+// healthChanged tells the store's handlers once it begins to fail, and once
+// it works again: not of each bucket's transitions.
+func (b *buckets) healthChanged() {
+	since, _ := b.health()
+	b.healthMu.Lock()
+	changed := b.failing != !since.IsZero()
+	b.failing = !since.IsZero()
+	b.healthMu.Unlock()
+	if changed {
+		b.e.notifyHealth()
+	}
 }
 
 // Release implements storehooks.Buckets.
@@ -124,6 +179,15 @@ func (b *buckets) Release(bucket int) error {
 	delete(next, bucket)
 	b.held.Store(&next)
 	b.update()
+	b.healthMu.Lock()
+	sub := b.hearing[bucket]
+	delete(b.hearing, bucket)
+	b.healthMu.Unlock()
+	m.mu.Lock()
+	delete(m.healthHandlers, sub)
+	m.mu.Unlock()
+	// A failing bucket given up may leave the store working.
+	b.healthChanged()
 	return errors.Join(b.Remove(bucket), b.e.registry.drop(m.key))
 }
 

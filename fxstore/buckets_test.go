@@ -2,6 +2,7 @@ package fxstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -23,6 +24,7 @@ import (
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/fxstore/fxstoretest"
 	"github.com/fxkube/fxkube/internal/storehooks"
+	"github.com/fxkube/fxkube/internal/testenv"
 )
 
 // heldSource holds back the list and watch of the stores of one shard
@@ -167,4 +169,47 @@ func TestShardedStoreFollowsItsBuckets(t *testing.T) {
 	assert.Equal(t, []int{0, 1}, buckets.Held())
 	eventually(t, func() bool { return len(heard.get()) == len(objs) })
 	assert.NotContains(t, heard.get(), "delete", "a bucket removed sends no Delete")
+}
+
+// A sharded store fails while one of its buckets' stores does. Its
+// handlers hear it begin to fail and work again once each, however many
+// buckets fail.
+func TestShardedStoreHealthIsItsBuckets(t *testing.T) {
+	lower := sharding.NewSelector(shardRange(fxstore.ShardByUID, "0x0000000000000000", "0x8000000000000000"))
+	upper := sharding.NewSelector(shardRange(fxstore.ShardByUID, "0x8000000000000000", "0x10000000000000000"))
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	hooks := storehooks.Get[*fxstore.Registry, fxstore.Key, fxstore.Spec, fxstore.Option]()
+	opt, buckets := hooks.Sharded(func(bucket int) string { return fmt.Sprintf("bucket %d", bucket) })
+	s, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{}, opt)
+	require.NoError(t, err)
+	src := fxstoretest.NewSource(clientgoscheme.Scheme, configMap("a", "x", nil, nil))
+	require.NoError(t, r.Start(t.Context(), src))
+	t.Cleanup(r.Stop)
+	require.NoError(t, buckets.Acquire(0, lower))
+	require.NoError(t, buckets.Acquire(1, upper))
+	require.NoError(t, s.WaitForSync(t.Context()))
+	var heard testenv.Records[error]
+	_, err = s.Subscribe(fxstore.HandlerFuncs[*corev1.ConfigMap]{HealthFunc: heard.Add})
+	require.NoError(t, err)
+	require.NoError(t, s.Err())
+
+	restore := src.Fail(apierrors.NewForbidden(corev1.Resource("configmaps"), "", errors.New("access revoked")))
+	eventually(t, func() bool { return s.Err() != nil })
+	assert.ErrorContains(t, s.Err(), "forbidden")
+	// Both buckets fail: the store is failing once.
+	eventually(t, func() bool {
+		for _, st := range r.Stores() {
+			if st.Status.FailingSince.IsZero() {
+				return false
+			}
+		}
+		return true
+	})
+	require.Len(t, heard.All(), 1)
+	assert.Error(t, heard.All()[0])
+
+	restore()
+	eventually(t, func() bool { return s.Err() == nil })
+	eventually(t, func() bool { return len(heard.All()) == 2 })
+	assert.NoError(t, heard.All()[1], "working again")
 }

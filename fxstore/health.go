@@ -143,6 +143,9 @@ func (e *entry) listWatchSucceeded() {
 // and its last error; since is zero while it works, and while the failure
 // is diagnosed. A view's is its parent's.
 func (e *entry) health() (since time.Time, err error) {
+	if h, ok := e.backing().(healthOfParts); ok {
+		return h.health()
+	}
 	src := e.backing().source()
 	src.mu.Lock()
 	defer src.mu.Unlock()
