@@ -41,8 +41,8 @@ func TestLocalStopsWhenCutShort(t *testing.T) {
 		case <-time.After(2 * time.Minute):
 			t.Fatal("still running 2 minutes on")
 		}
-		for _, p := range descendants(t, os.Getpid()) {
-			assert.NotContains(t, []string{controlplane.Etcd, controlplane.APIServer}, p.name, "left running: %+v", p)
+		for _, p := range testenv.Descendants(t, os.Getpid()) {
+			assert.NotContains(t, []string{controlplane.Etcd, controlplane.APIServer}, p.Name, "left running: %+v", p)
 		}
 	}
 

@@ -3,9 +3,7 @@
 package app_test
 
 import (
-	"bytes"
 	"cmp"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -53,7 +51,7 @@ func TestLocalStopsCleanlyOnCtrlC(t *testing.T) {
 		// under the name it gives itself.
 		args := local(t, probes, testenv.LoopbackAddr(t))
 		cmd := exec.Command(bin, append([]string{"local", "--controlplane-dir", dir, "--log-format", "console"}, args...)...)
-		out, err := interrupt(t, cmd, func([]proc) bool { return status(probes, "/readyz") == http.StatusOK })
+		out, err := interrupt(t, cmd, func([]testenv.Process) bool { return status(probes, "/readyz") == http.StatusOK })
 		require.NoError(t, err, "exit status; output:\n%s", out)
 		assertNoErrorLines(t, out)
 		assert.Contains(t, out, "stopping")
@@ -68,7 +66,7 @@ func TestLocalStopsCleanlyOnCtrlC(t *testing.T) {
 		args := local(t, probes)
 		kubeconfig := args[len(args)-1]
 		cmd := exec.Command(bin, append([]string{"local", "--controlplane-dir", dir, "--replicas", "2"}, args...)...)
-		out, err := interrupt(t, cmd, func([]proc) bool {
+		out, err := interrupt(t, cmd, func([]testenv.Process) bool {
 			// Both replicas hold a member Lease of the checksum
 			// controller's group.
 			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
@@ -122,11 +120,11 @@ func TestLocalStopsCleanlyOnCtrlC(t *testing.T) {
 		replica := nthAddr(t, probes, 1)
 		require.Eventually(t, func() bool { return status(replica, "/readyz") == http.StatusOK }, 2*time.Minute, 50*time.Millisecond,
 			"the replica is ready; output:\n%s", &out)
-		var plane []proc
-		for _, p := range descendants(t, cmd.Process.Pid) {
-			switch p.name {
+		var plane []testenv.Process
+		for _, p := range testenv.Descendants(t, cmd.Process.Pid) {
+			switch p.Name {
 			case filepath.Base(bin):
-				require.NoError(t, syscall.Kill(p.pid, syscall.SIGKILL), "kill the replica")
+				require.NoError(t, syscall.Kill(p.PID, syscall.SIGKILL), "kill the replica")
 			case controlplane.APIServer, controlplane.Etcd:
 				plane = append(plane, p)
 			}
@@ -140,7 +138,7 @@ func TestLocalStopsCleanlyOnCtrlC(t *testing.T) {
 		}
 		assert.Regexp(t, `a replica exited before it was stopped: replica 1 \(pid \d+\): signal: killed`, out.String())
 		for _, p := range plane {
-			assert.False(t, alive(p), "%s (pid %d) outlived the app", p.name, p.pid)
+			assert.False(t, p.Alive(), "%s (pid %d) outlived the app", p.Name, p.PID)
 		}
 	})
 
@@ -150,8 +148,8 @@ func TestLocalStopsCleanlyOnCtrlC(t *testing.T) {
 		cmd := exec.Command(bin, append([]string{"local", "--controlplane-dir", dir, "--log-format", "console"}, local(t, testenv.LoopbackAddr(t))...)...)
 		// Judged on what interrupt saw: etcd may come and go between two
 		// looks at the process tree.
-		out, err := interrupt(t, cmd, func(plane []proc) bool {
-			return slices.ContainsFunc(plane, func(p proc) bool { return p.name == controlplane.Etcd })
+		out, err := interrupt(t, cmd, func(plane []testenv.Process) bool {
+			return slices.ContainsFunc(plane, func(p testenv.Process) bool { return p.Name == controlplane.Etcd })
 		})
 		require.NoError(t, err, "exit status; output:\n%s", out)
 		assertNoErrorLines(t, out)
@@ -184,7 +182,7 @@ func TestLocalStopsCleanlyOnCtrlC(t *testing.T) {
 			name, _, _ := strings.Cut(kv, "=")
 			return name == "MAKEFLAGS" || name == "MAKELEVEL" || name == "MFLAGS"
 		})
-		out, err := interrupt(t, cmd, func([]proc) bool { return status(probes, "/readyz") == http.StatusOK })
+		out, err := interrupt(t, cmd, func([]testenv.Process) bool { return status(probes, "/readyz") == http.StatusOK })
 		// make, interrupted, ends itself with the signal once its recipe has
 		// ended; had the recipe failed, it would say so first.
 		var exit *exec.ExitError
@@ -202,7 +200,7 @@ func TestLocalStopsCleanlyOnCtrlC(t *testing.T) {
 // true of the kube-apiservers and etcds seen under it so far, sends SIGINT
 // to the group and returns what cmd printed and how it exited. The control
 // plane that cmd started must be gone by then.
-func interrupt(t *testing.T, cmd *exec.Cmd, when func(plane []proc) bool) (string, error) {
+func interrupt(t *testing.T, cmd *exec.Cmd, when func(plane []testenv.Process) bool) (string, error) {
 	t.Helper()
 	var out testenv.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -216,10 +214,10 @@ func interrupt(t *testing.T, cmd *exec.Cmd, when func(plane []proc) bool) (strin
 	)
 	// Every kube-apiserver and etcd seen under cmd, which must be gone when
 	// it has exited.
-	var plane []proc
+	var plane []testenv.Process
 	watch := func() {
-		for _, p := range descendants(t, cmd.Process.Pid) {
-			if (p.name == controlplane.APIServer || p.name == controlplane.Etcd) && !slices.Contains(plane, p) {
+		for _, p := range testenv.Descendants(t, cmd.Process.Pid) {
+			if (p.Name == controlplane.APIServer || p.Name == controlplane.Etcd) && !slices.Contains(plane, p) {
 				plane = append(plane, p)
 			}
 		}
@@ -231,8 +229,8 @@ func interrupt(t *testing.T, cmd *exec.Cmd, when func(plane []proc) bool) (strin
 			t.Logf("killed %s: %v", cmd.Path, <-exited)
 		}
 		for _, p := range plane {
-			if alive(p) {
-				_ = syscall.Kill(p.pid, syscall.SIGKILL)
+			if p.Alive() {
+				_ = syscall.Kill(p.PID, syscall.SIGKILL)
 			}
 		}
 	}()
@@ -260,7 +258,7 @@ func interrupt(t *testing.T, cmd *exec.Cmd, when func(plane []proc) bool) (strin
 		}
 	}
 	for _, p := range plane {
-		assert.False(t, alive(p), "%s (pid %d) outlived the app", p.name, p.pid)
+		assert.False(t, p.Alive(), "%s (pid %d) outlived the app", p.Name, p.PID)
 	}
 	return out.String(), err
 }
@@ -281,75 +279,6 @@ func assertNoErrorLines(t *testing.T, out string) {
 	}
 }
 
-// proc is a running process.
-type proc struct {
-	pid  int
-	name string // its command name, at most 15 bytes (Linux's comm)
-}
-
-// descendants returns the processes below pid, read from /proc.
-func descendants(t *testing.T, pid int) []proc {
-	t.Helper()
-	stats, err := filepath.Glob("/proc/[0-9]*/stat")
-	require.NoError(t, err)
-	children := make(map[int][]proc)
-	for _, path := range stats {
-		raw, err := os.ReadFile(path)
-		if err != nil {
-			continue // ended since the glob
-		}
-		p, ppid, err := parseStat(string(raw))
-		require.NoError(t, err, path)
-		children[ppid] = append(children[ppid], p)
-	}
-	var all []proc
-	for next := []int{pid}; len(next) > 0; {
-		parent := next[0]
-		next = next[1:]
-		for _, c := range children[parent] {
-			all = append(all, c)
-			next = append(next, c.pid)
-		}
-	}
-	return all
-}
-
-// parseStat reads a process and its parent's pid from its /proc/<pid>/stat:
-// "pid (comm) state ppid ...", where comm may hold spaces and parentheses.
-func parseStat(stat string) (proc, int, error) {
-	open, end := strings.IndexByte(stat, '('), strings.LastIndexByte(stat, ')')
-	if open < 0 || end < open {
-		return proc{}, 0, fmt.Errorf("stat %q: no (comm)", stat)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(stat[:open]))
-	if err != nil {
-		return proc{}, 0, fmt.Errorf("stat %q: pid: %w", stat, err)
-	}
-	rest := strings.Fields(stat[end+1:])
-	if len(rest) < 2 {
-		return proc{}, 0, fmt.Errorf("stat %q: no ppid", stat)
-	}
-	ppid, err := strconv.Atoi(rest[1])
-	if err != nil {
-		return proc{}, 0, fmt.Errorf("stat %q: ppid: %w", stat, err)
-	}
-	return proc{pid: pid, name: stat[open+1 : end]}, ppid, nil
-}
-
-// alive reports whether p still runs: its pid names a process of its name
-// that is not a zombie.
-func alive(p proc) bool {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
-	if err != nil {
-		return false
-	}
-	now, _, err := parseStat(string(raw))
-	state := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
-	return err == nil && now == p && len(state) > 0 && state[0] != "Z"
-}
-
-// status returns the status code of GET http://addr/path, or 0 if there is
-// no answer. It keeps no connection open.
 // pairedLoopbackAddr returns a loopback address whose port and the next
 // were both free: local --replicas gives its first replica the next port.
 func pairedLoopbackAddr(t *testing.T) string {
@@ -376,6 +305,8 @@ func nthAddr(t *testing.T, addr string, n int) string {
 	return net.JoinHostPort(host, strconv.Itoa(p+n))
 }
 
+// status returns the status code of GET http://addr/path, or 0 if there is
+// no answer. It keeps no connection open.
 func status(addr, path string) int {
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
 	resp, err := client.Get("http://" + addr + path)
