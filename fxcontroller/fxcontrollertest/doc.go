@@ -2,11 +2,11 @@
 // server, so module authors can unit-test reconcilers in a few lines.
 //
 // New builds an app of a controller module on in-memory stores
-// (fxstoretest) and a controller-runtime fake client, which are one: what a
-// reconciler writes through the client reaches the stores, as it would from
-// an API server. Its controllers do not run by themselves; a test reconciles
-// one request at a time and checks the client's objects, the result and the
-// recorded events:
+// (fxstoretest) and a controller-runtime fake client. The two are one:
+// what a reconciler writes through the client reaches the stores, as it
+// would from an API server. Its controllers do not run by themselves. A
+// test reconciles one request at a time, then checks the client's
+// objects, the result and the recorded events:
 //
 //	func TestRollout(t *testing.T) {
 //		tests := []struct {
@@ -26,11 +26,12 @@
 //		}
 //	}
 //
-// A reconcile that changes an object it read from a store, which every
-// reader shares, fails the test when it ends, naming the object and what
-// changed. The check compares every object once, at the end, not after
-// each reconcile: that would cost a test of n objects n² comparisons.
+// Every reader shares the objects of a store. A reconcile that changes one
+// it read fails the test when it ends, naming the object and what changed.
+// The check compares every object once, at the end. After each reconcile,
+// it would cost a test of n objects n² comparisons.
 //
 // Module provides the same fakes to an app of your own, and runs its
-// lifecycle: with fxstoretest.Module its controllers run as in production.
+// lifecycle. With fxstoretest.Module, its controllers run as in
+// production.
 package fxcontrollertest
