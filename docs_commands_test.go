@@ -517,7 +517,7 @@ func (s *docSession) rewrite(text string) string {
 func (s *docSession) makeRun(c shellCommand) {
 	t := s.t
 	if s.app != nil {
-		require.Equal(t, http.StatusOK, status(s.probes, "/readyz"), "the app of the first make run is ready")
+		require.Equal(t, http.StatusOK, testenv.Status(s.probes, "/readyz"), "the app of the first make run is ready")
 		return
 	}
 	s.probes = testenv.LoopbackAddr(t)
@@ -569,7 +569,7 @@ func (s *docSession) makeRun(c shellCommand) {
 			}
 		}
 	})
-	for deadline := time.Now().Add(3 * time.Minute); status(s.probes, "/readyz") != http.StatusOK; {
+	for deadline := time.Now().Add(3 * time.Minute); testenv.Status(s.probes, "/readyz") != http.StatusOK; {
 		watch(t)
 		select {
 		case <-exited:
@@ -580,7 +580,7 @@ func (s *docSession) makeRun(c shellCommand) {
 	}
 	watch(t)
 	require.NotEmpty(t, plane, "a kube-apiserver and etcd run under make run")
-	assert.Equal(t, http.StatusOK, status(metrics, "/metrics"), "plain HTTP metrics")
+	assert.Equal(t, http.StatusOK, testenv.Status(metrics, "/metrics"), "plain HTTP metrics")
 }
 
 // exportKubeconfig runs the export line with the path `make run` printed,
@@ -639,7 +639,7 @@ func (s *docSession) runUntilReady(c shellCommand) {
 			t.Errorf("run: killed; output:\n%s", out)
 		}
 	}()
-	for deadline := time.Now().Add(time.Minute); status(probes, "/readyz") != http.StatusOK; {
+	for deadline := time.Now().Add(time.Minute); testenv.Status(probes, "/readyz") != http.StatusOK; {
 		select {
 		case <-exited:
 			t.Fatalf("run exited: %v; output:\n%s", waitErr, out)
@@ -655,14 +655,4 @@ func (s *docSession) runUntilReady(c shellCommand) {
 		t.Fatal("run: still running a minute after SIGTERM")
 	}
 	assert.Contains(t, out.String(), "the Leases of leader election and sharding go to the kubeconfig context's namespace")
-}
-
-func status(addr, path string) int {
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
-	resp, err := client.Get("http://" + addr + path)
-	if err != nil {
-		return 0
-	}
-	resp.Body.Close()
-	return resp.StatusCode
 }

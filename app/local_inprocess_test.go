@@ -65,7 +65,7 @@ func TestLocalStopsWhenCutShort(t *testing.T) {
 		probes := testenv.LoopbackAddr(t)
 		ready := make(chan struct{})
 		go func() {
-			for ctx.Err() == nil && status(probes, "/readyz") != http.StatusOK {
+			for ctx.Err() == nil && testenv.Status(probes, "/readyz") != http.StatusOK {
 				time.Sleep(50 * time.Millisecond)
 			}
 			if ctx.Err() == nil {

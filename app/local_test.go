@@ -51,7 +51,7 @@ func TestLocalStopsCleanlyOnCtrlC(t *testing.T) {
 		// under the name it gives itself.
 		args := local(t, probes, testenv.LoopbackAddr(t))
 		cmd := exec.Command(bin, append([]string{"local", "--controlplane-dir", dir, "--log-format", "console"}, args...)...)
-		out, err := interrupt(t, cmd, func([]testenv.Process) bool { return status(probes, "/readyz") == http.StatusOK })
+		out, err := interrupt(t, cmd, func([]testenv.Process) bool { return testenv.Status(probes, "/readyz") == http.StatusOK })
 		require.NoError(t, err, "exit status; output:\n%s", out)
 		assertNoErrorLines(t, out)
 		assert.Contains(t, out, "stopping")
@@ -118,7 +118,7 @@ func TestLocalStopsCleanlyOnCtrlC(t *testing.T) {
 		})
 
 		replica := nthAddr(t, probes, 1)
-		require.Eventually(t, func() bool { return status(replica, "/readyz") == http.StatusOK }, 2*time.Minute, 50*time.Millisecond,
+		require.Eventually(t, func() bool { return testenv.Status(replica, "/readyz") == http.StatusOK }, 2*time.Minute, 50*time.Millisecond,
 			"the replica is ready; output:\n%s", &out)
 		var plane []testenv.Process
 		for _, p := range testenv.Descendants(t, cmd.Process.Pid) {
@@ -182,7 +182,7 @@ func TestLocalStopsCleanlyOnCtrlC(t *testing.T) {
 			name, _, _ := strings.Cut(kv, "=")
 			return name == "MAKEFLAGS" || name == "MAKELEVEL" || name == "MFLAGS"
 		})
-		out, err := interrupt(t, cmd, func([]testenv.Process) bool { return status(probes, "/readyz") == http.StatusOK })
+		out, err := interrupt(t, cmd, func([]testenv.Process) bool { return testenv.Status(probes, "/readyz") == http.StatusOK })
 		// make, interrupted, ends itself with the signal once its recipe has
 		// ended; had the recipe failed, it would say so first.
 		var exit *exec.ExitError
@@ -303,16 +303,4 @@ func nthAddr(t *testing.T, addr string, n int) string {
 	p, err := strconv.Atoi(port)
 	require.NoError(t, err)
 	return net.JoinHostPort(host, strconv.Itoa(p+n))
-}
-
-// status returns the status code of GET http://addr/path, or 0 if there is
-// no answer. It keeps no connection open.
-func status(addr, path string) int {
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
-	resp, err := client.Get("http://" + addr + path)
-	if err != nil {
-		return 0
-	}
-	resp.Body.Close()
-	return resp.StatusCode
 }

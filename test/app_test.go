@@ -102,7 +102,7 @@ func TestBinaryExitsZeroOnSIGTERM(t *testing.T) {
 		}
 	}()
 
-	require.Eventually(t, func() bool { return status(probes, "/readyz") == http.StatusOK }, 30*time.Second, 50*time.Millisecond,
+	require.Eventually(t, func() bool { return testenv.Status(probes, "/readyz") == http.StatusOK }, 30*time.Second, 50*time.Millisecond,
 		"the app becomes ready; its logs:\n%s", &logs)
 	require.NoError(t, run.Process.Signal(syscall.SIGTERM))
 	select {
@@ -208,7 +208,7 @@ func TestRunOutsideAClusterTakesTheKubeconfigNamespace(t *testing.T) {
 		}
 	}()
 
-	require.Eventually(t, func() bool { return done.Load() || status(probes, "/readyz") == http.StatusOK }, 60*time.Second, 100*time.Millisecond)
+	require.Eventually(t, func() bool { return done.Load() || testenv.Status(probes, "/readyz") == http.StatusOK }, 60*time.Second, 100*time.Millisecond)
 	require.False(t, done.Load(), "the app exited; its logs:\n%s", &logs)
 	assert.Contains(t, logs.String(), `"namespace":"`+ns+`"`, "the namespace chosen is logged")
 	leases, err := kube.CoordinationV1().Leases(ns).List(t.Context(), metav1.ListOptions{})

@@ -300,13 +300,13 @@ func TestHostedManagerRunsUnderTheAppsLifecycle(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Elected is not closed once the app runs")
 	}
-	assert.Equal(t, http.StatusInternalServerError, status(probes, "/readyz"), "the operator's failing readyz check fails /readyz")
+	assert.Equal(t, http.StatusInternalServerError, testenv.Status(probes, "/readyz"), "the operator's failing readyz check fails /readyz")
 	resp, err := http.Get("http://" + probes + "/readyz?verbose")
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
 	assert.Contains(t, string(body), "[-]lifecycle-operator/warm failed", "the check is listed under the operator's name")
 	ready.Store(true)
-	assert.Equal(t, http.StatusOK, status(probes, "/readyz"))
-	assert.Equal(t, http.StatusOK, status(probes, "/readyz/lifecycle-operator/warm"), "one check is served by its name")
+	assert.Equal(t, http.StatusOK, testenv.Status(probes, "/readyz"))
+	assert.Equal(t, http.StatusOK, testenv.Status(probes, "/readyz/lifecycle-operator/warm"), "one check is served by its name")
 }

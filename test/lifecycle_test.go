@@ -117,16 +117,6 @@ func TestSyncTimeoutNamesStoreAndLastError(t *testing.T) {
 	assert.NotContains(t, msg, "ConfigMap")
 }
 
-func status(addr, path string) int {
-	resp, err := http.Get("http://" + addr + path)
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode
-}
-
 // slowTransport delays every request for one resource.
 type slowTransport struct {
 	next     http.RoundTripper
@@ -158,19 +148,19 @@ func TestReadinessAcrossStartAndStop(t *testing.T) {
 		storeOf[*corev1.Secret](fxstore.Spec{}, nil),
 		lifecycle.Runnables(manager.RunnableFunc(func(ctx context.Context) error {
 			<-ctx.Done()
-			duringStop.Store(int32(status(probes, "/readyz")))
+			duringStop.Store(int32(testenv.Status(probes, "/readyz")))
 			return nil
 		})),
 	)
 	started := make(chan error, 1)
 	go func() { started <- app.Start(t.Context()) }()
-	require.Eventually(t, func() bool { return status(probes, "/healthz") == http.StatusOK }, 10*time.Second, 10*time.Millisecond)
-	assert.Equal(t, http.StatusInternalServerError, status(probes, "/readyz"), "not ready while syncing")
+	require.Eventually(t, func() bool { return testenv.Status(probes, "/healthz") == http.StatusOK }, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, http.StatusInternalServerError, testenv.Status(probes, "/readyz"), "not ready while syncing")
 	require.NoError(t, <-started)
-	assert.Equal(t, http.StatusOK, status(probes, "/readyz"))
+	assert.Equal(t, http.StatusOK, testenv.Status(probes, "/readyz"))
 	require.NoError(t, app.Stop(t.Context()))
 	assert.Equal(t, int32(http.StatusInternalServerError), duringStop.Load(), "not ready once stop begins")
-	assert.Equal(t, 0, status(probes, "/readyz"), "servers closed")
+	assert.Equal(t, 0, testenv.Status(probes, "/readyz"), "servers closed")
 }
 
 // Two replicas with leader election: both sync their stores, only the leader

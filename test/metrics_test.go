@@ -129,6 +129,6 @@ func TestProbesAndPprof(t *testing.T) {
 	for _, check := range []string{"cache", "runnables", "stores"} {
 		assert.Contains(t, string(body), "[+]"+check+" ok\n")
 	}
-	assert.Equal(t, http.StatusOK, status(pprof, "/debug/pprof/goroutine?debug=1"))
-	assert.Equal(t, http.StatusNotFound, status(probes, "/debug/pprof/"))
+	assert.Equal(t, http.StatusOK, testenv.Status(pprof, "/debug/pprof/goroutine?debug=1"))
+	assert.Equal(t, http.StatusNotFound, testenv.Status(probes, "/debug/pprof/"))
 }
