@@ -368,6 +368,12 @@ func (e *entry) count() int {
 	return len(e.indexer().ListKeys())
 }
 
+// held returns how many objects the store holds, and the heap they take.
+func (e *entry) held() (objects int, bytes int64) {
+	objects = e.count()
+	return objects, e.backing().heapBytes(objects)
+}
+
 // sampled is how many objects an unshared store sizes to estimate its
 // heap.
 const sampled = 32
@@ -413,8 +419,6 @@ func (e *entry) info() StoreInfo {
 		}
 	}
 	since, failing := e.health()
-	objects := e.count()
-	bytes := e.backing().heapBytes(objects)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	lastErr := cmp.Or(e.reportedErrLocked(), parentErr, failing)
@@ -424,8 +428,6 @@ func (e *entry) info() StoreInfo {
 		Consumers: slices.Clone(e.consumers),
 		Indexes:   indexes,
 		Late:      e.late,
-		Objects:   objects,
-		Bytes:     bytes,
 		Status: StoreStatus{
 			Synced:        e.synced.Load(),
 			SyncDuration:  e.syncedIn,

@@ -51,6 +51,7 @@ func (r *Registry) Collect(ch chan<- prometheus.Metric) {
 	r.mu.Unlock()
 	for _, e := range entries {
 		info := e.info()
+		info.Objects, info.Bytes = e.held()
 		store := e.key.String()
 		synced := 0.0
 		if info.Status.Synced {

@@ -206,7 +206,11 @@ type StoreStatus struct {
 }
 
 // Stores describes every store, in the order they were first requested.
-func (r *Registry) Stores() []StoreInfo {
+func (r *Registry) Stores() []StoreInfo { return r.stores(true) }
+
+// stores describes every store; with sized, what each holds (Objects and
+// Bytes), which costs a pass over its keys.
+func (r *Registry) stores(sized bool) []StoreInfo {
 	r.mu.Lock()
 	entries := slices.Clone(r.order)
 	var plan map[*entry]*entry
@@ -217,6 +221,9 @@ func (r *Registry) Stores() []StoreInfo {
 	infos := make([]StoreInfo, len(entries))
 	for i, e := range entries {
 		infos[i] = e.info()
+		if sized {
+			infos[i].Objects, infos[i].Bytes = e.held()
+		}
 		if p, ok := plan[e]; ok {
 			infos[i].ViewOf = &p.key
 		}

@@ -158,7 +158,8 @@ func (r *Registry) waiting(key *Key) waitState {
 		w.delays = slices.Sorted(maps.Values(r.delays))
 		r.mu.Unlock()
 	}
-	for _, info := range r.Stores() {
+	// Waiting runs at each change: it does not size the stores.
+	for _, info := range r.stores(false) {
 		if key != nil && info.Key != *key {
 			continue
 		}
