@@ -215,7 +215,19 @@ func (e *entry) bind(b Binding, now time.Time) {
 	e.resource = b.Resource
 	e.startedAt = now
 	if !e.unshared {
-		e.shared.Store(share.New(e.informer.GetIndexer()))
+		t := share.New(e.informer.GetIndexer())
+		e.shared.Store(t)
+		// The informer has not started: the handler cannot fail.
+		_, _ = e.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { t.Held(obj) },
+			UpdateFunc: func(_, obj any) { t.Held(obj) },
+			DeleteFunc: func(obj any) {
+				if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+					obj = tombstone.Obj
+				}
+				t.Dropped(obj)
+			},
+		})
 	}
 }
 

@@ -3,9 +3,11 @@ package test
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 	"time"
 	"unsafe"
+	"weak"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -28,6 +30,7 @@ import (
 
 // Under random churn through the API server, a store's Pods share the
 // parts replicas repeat, and each equals what the API server returns.
+// Once every Pod is deleted, the store holds nothing: no part either.
 func TestSharedStoreMatchesTheAPIServer(t *testing.T) {
 	ctx := t.Context()
 	cfg := testenv.Config(t)
@@ -121,4 +124,33 @@ func TestSharedStoreMatchesTheAPIServer(t *testing.T) {
 	}
 	t.Logf("%d Pods of %d Deployments; %d share their first replica's containers", len(want.Items), len(byDeployment), shared)
 	assert.Positive(t, shared)
+
+	// A part every replica shares, watched weakly.
+	var first *corev1.Pod
+	for _, replicas := range byDeployment {
+		first = replicas[0]
+		break
+	}
+	container := weak.Make(&first.Spec.Containers[0])
+	require.NoError(t, direct.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns.Name), client.GracePeriodSeconds(0)))
+	require.Eventually(t, func() bool {
+		n, err := pods.Count()
+		return err == nil && n == 0
+	}, 30*time.Second, 50*time.Millisecond, "the store sees every Pod deleted")
+	require.Eventually(t, func() bool {
+		runtime.GC()
+		info := storeInfo(t, reg, pods.Key())
+		return info.Bytes == 0 && container.Value() == nil
+	}, 10*time.Second, 50*time.Millisecond, "no part of a deleted Pod is held")
+}
+
+func storeInfo(t *testing.T, reg *fxstore.Registry, key fxstore.Key) fxstore.StoreInfo {
+	t.Helper()
+	for _, info := range reg.Stores() {
+		if info.Key == key {
+			return info
+		}
+	}
+	t.Fatalf("no store %s", key)
+	return fxstore.StoreInfo{}
 }

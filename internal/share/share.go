@@ -22,10 +22,19 @@
 //
 // # Release
 //
-// A table holds its canonical copies strongly. Once it has doubled since
-// it was last rebuilt, it rebuilds itself from the objects its owner still
-// holds and those taken since: what no object holds any more is gone.
-// Churn does not grow it.
+// A table holds its canonical copies strongly, and estimates how much of
+// what it holds no object needs any more:
+//
+//   - the parts an update added, which mostly replace parts of the object
+//     it replaced;
+//   - a deleted object's share of the table.
+//
+// Once that is half of what it holds, or its owner holds nothing, it
+// rebuilds itself from the objects its owner still holds and those taken
+// since: what no object holds any more is gone. Churn does not grow it,
+// and a table whose owner holds nothing is empty. An initial list only
+// adds, and never rebuilds. The owner tells the table what it holds and
+// drops, through [Table.Held] and [Table.Dropped].
 //
 // # Contract
 //
@@ -45,9 +54,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// minRebuild is the size below which a table does not rebuild.
-const minRebuild = 4096
-
 // Table holds the canonical parts of the objects it takes.
 type Table struct {
 	mu     sync.Mutex
@@ -62,14 +68,18 @@ type Table struct {
 	size  int
 	bytes int64
 	// rootSize is the size of the structs taken.
-	rootSize  int64
-	rebuildAt int
+	rootSize int64
+	// objects counts the objects the owner holds, as the table heard:
+	// exact at each rebuild, and kept since.
+	objects int
+	// garbage estimates the bytes no object needs any more (see Release).
+	garbage int64
 	// generation counts rebuilds.
 	generation int
-	// taken are the objects taken that live did not list at the last
-	// rebuild, with the generation that took them. Taken again (client-go
-	// transforms an object twice in a streamed list), they are left as
-	// they are: their parts may be shared by then.
+	// taken are the objects taken that the owner does not hold yet, with
+	// the generation that took them. Taken again (client-go transforms an
+	// object twice in a streamed list), they are left as they are: their
+	// parts may be shared by then.
 	taken map[any]int
 	// types caches what the table knows of each type it met.
 	types map[reflect.Type]typeInfo
@@ -103,7 +113,7 @@ const maxInFlight = 16
 // each object with the one held under its key, and rebuilds itself from
 // those held.
 func New(holder Holder) *Table {
-	t := &Table{holder: holder, seed: maphash.MakeSeed(), rebuildAt: minRebuild, taken: map[any]int{}, types: map[reflect.Type]typeInfo{}}
+	t := &Table{holder: holder, seed: maphash.MakeSeed(), taken: map[any]int{}, types: map[reflect.Type]typeInfo{}}
 	t.reset()
 	return t
 }
@@ -112,7 +122,7 @@ func (t *Table) reset() {
 	t.strs = map[string]string{}
 	t.boxes = map[string]any{}
 	t.parts = map[reflect.Type]map[uint64][]reflect.Value{}
-	t.size, t.bytes = 0, 0
+	t.size, t.bytes, t.garbage = 0, 0, 0
 }
 
 // Take replaces the parts of obj, a pointer to an object that nothing
@@ -129,13 +139,41 @@ func (t *Table) Take(obj any) {
 		return
 	}
 	if held := t.held(obj, v.Type()); held.IsValid() {
+		before := t.bytes
 		t.walkAgainst(v.Elem(), held.Elem())
+		t.garbage += t.bytes - before
 	} else {
 		t.walk(v.Elem(), true)
+		t.objects++
 	}
 	t.taken[obj] = t.generation
 	t.rootSize = int64(v.Elem().Type().Size())
-	if t.size >= t.rebuildAt {
+	t.releaseIfDue()
+}
+
+// Held tells the table that its owner now holds obj, which it took.
+func (t *Table) Held(obj any) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.taken, obj)
+}
+
+// Dropped tells the table that its owner dropped obj: it was deleted.
+func (t *Table) Dropped(obj any) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.taken, obj)
+	if t.objects > 0 {
+		t.garbage += t.bytes / int64(t.objects)
+		t.objects--
+	}
+	t.releaseIfDue()
+}
+
+// releaseIfDue rebuilds the table once half of what it holds may be
+// garbage, or once its owner may hold nothing.
+func (t *Table) releaseIfDue() {
+	if t.size > 0 && (t.objects == 0 || 2*t.garbage >= t.bytes) {
 		t.rebuild()
 	}
 }
@@ -153,6 +191,7 @@ func (t *Table) rebuild() {
 	t.reset()
 	t.generation++
 	live := t.holder.List()
+	t.objects = len(live)
 	listed := make(map[any]struct{}, len(live))
 	for _, obj := range live {
 		listed[obj] = struct{}{}
@@ -166,7 +205,6 @@ func (t *Table) rebuild() {
 		}
 		t.register(obj)
 	}
-	t.rebuildAt = max(minRebuild, 2*t.size)
 }
 
 // held returns the object the holder holds under obj's key, if it is

@@ -193,10 +193,10 @@ func TestTakeTwice(t *testing.T) {
 }
 
 // Under churn the table holds about what the objects still held need: it
-// rebuilds once it holds twice what it held at its last rebuild, and
-// deletes since then can leave it holding up to three times what a table
-// built from today's objects holds. Every object still
-// equals what it was taken as, while readers read them.
+// rebuilds once half of what it holds may be garbage. Its estimate of a
+// deleted object's garbage is an average, so it may hold up to three
+// times what a table built from today's objects holds. Every object
+// still equals what it was taken as, while readers read them.
 func TestChurn(t *testing.T) {
 	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
 	table := New(store)
@@ -226,7 +226,6 @@ func TestChurn(t *testing.T) {
 		})
 	}
 
-	rebuilds := 0
 	for step := range 6000 {
 		d := deployments[rng.IntN(len(deployments))]
 		pod := workload.Pod(d, rng.IntN(60))
@@ -234,7 +233,10 @@ func TestChurn(t *testing.T) {
 		switch rng.IntN(4) {
 		case 0: // deleted
 			if old, ok := want[key]; ok {
+				held, _, err := store.GetByKey(key)
+				require.NoError(t, err)
 				require.NoError(t, store.Delete(old))
+				table.Dropped(held)
 				delete(want, key)
 			}
 			continue
@@ -245,13 +247,13 @@ func TestChurn(t *testing.T) {
 		pod.ResourceVersion = fmt.Sprint(step)
 		obj := decoded(t, pod)
 		want[key] = obj.DeepCopy()
-		before := table.generation
 		table.Take(obj)
-		rebuilds += table.generation - before
 		require.NoError(t, store.Update(obj))
+		table.Held(obj)
 	}
 	close(stop)
 	readers.Wait()
+	rebuilds := table.generation
 	require.Positive(t, rebuilds, "churn rebuilt the table")
 
 	for key, pod := range want {
@@ -265,7 +267,8 @@ func TestChurn(t *testing.T) {
 		fresh.register(obj)
 	}
 	t.Logf("%d objects, %d rebuilds: the table holds %d parts; one built from the objects holds %d", len(want), rebuilds, table.Len(), fresh.Len())
-	assert.LessOrEqual(t, table.Len(), max(minRebuild, 3*fresh.Len()))
+	assert.LessOrEqual(t, table.Len(), 3*fresh.Len())
+	assert.Empty(t, table.taken, "the objects held are not in flight")
 	n := len(want)
 	t.Logf("heap estimated: %d B; for a table built from the objects, %d B; unshared, %d B", table.Bytes(n), fresh.Bytes(n), sizes(store.List()))
 	assert.LessOrEqual(t, table.Bytes(n), 3*fresh.Bytes(n))
@@ -307,4 +310,33 @@ func TestTimesHashByInstant(t *testing.T) {
 	assert.Same(t, objs[0].At, objs[100].At, "equal times are shared")
 	assert.Same(t, objs[0].Micro, objs[100].Micro)
 	assert.NotSame(t, objs[0].At, objs[1].At)
+}
+
+// An initial list only adds: the table never rebuilds while it fills.
+// Once its owner drops every object, the table holds nothing.
+func TestReleaseWhenEveryObjectIsDropped(t *testing.T) {
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	table := New(store)
+	var pods []*corev1.Pod
+	for d := range 10 {
+		pods = append(pods, podsOf(t, workload.Deployment("shop", d, 20), 20)...)
+	}
+	for _, p := range pods {
+		table.Take(p)
+		require.NoError(t, store.Add(p))
+		table.Held(p)
+	}
+	assert.Zero(t, table.generation, "adds alone do not rebuild")
+	require.Positive(t, table.Len())
+
+	for i, p := range pods {
+		require.NoError(t, store.Delete(p))
+		table.Dropped(p)
+		if i == len(pods)/2 {
+			assert.Positive(t, table.generation, "deleting half rebuilds")
+		}
+	}
+	assert.Zero(t, table.Len(), "no object held, no part held")
+	assert.Zero(t, table.Bytes(0))
+	assert.Empty(t, table.taken)
 }
