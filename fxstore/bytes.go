@@ -3,9 +3,14 @@ package fxstore
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
+	"strings"
+	"unique"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
@@ -13,12 +18,57 @@ import (
 	"github.com/fxkube/fxkube/internal/informers"
 )
 
-// held is an object as a store held as bytes keeps it: its encoding, and
-// the metadata its informer's keys and namespace index need.
+// held is an object as a store held as bytes keeps it: its encoding, the
+// metadata its informer's keys and namespace index need, and its labels,
+// so that a List selects before it decodes.
 type held struct {
 	metav1.ObjectMeta
-	gvk schema.GroupVersionKind
-	raw []byte
+	gvk    schema.GroupVersionKind
+	raw    []byte
+	labels labelSet
+}
+
+// labelSet is an object's labels, held once per process for every object
+// with the same: "key\x00value\x00" for each label, sorted by key. It
+// implements labels.Labels without a map.
+type labelSet struct{ h unique.Handle[string] }
+
+var _ labels.Labels = labelSet{}
+
+func newLabelSet(set map[string]string) labelSet {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(set)) {
+		b.WriteString(k)
+		b.WriteByte(0)
+		b.WriteString(set[k])
+		b.WriteByte(0)
+	}
+	return labelSet{unique.Make(b.String())}
+}
+
+// Lookup implements labels.Labels.
+func (l labelSet) Lookup(key string) (string, bool) {
+	for s := l.h.Value(); s != ""; {
+		k, rest, _ := strings.Cut(s, "\x00")
+		v, rest, _ := strings.Cut(rest, "\x00")
+		if k == key {
+			return v, true
+		}
+		s = rest
+	}
+	return "", false
+}
+
+// Has implements labels.Labels.
+func (l labelSet) Has(key string) bool {
+	_, ok := l.Lookup(key)
+	return ok
+}
+
+// Get implements labels.Labels.
+func (l labelSet) Get(key string) string {
+	v, _ := l.Lookup(key)
+	return v
 }
 
 // wireCodec encodes a store's objects for HeldAsBytes: protobuf where the
@@ -61,6 +111,7 @@ func (c wireCodec) encode(obj any) (any, error) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: o.GetNamespace(), Name: o.GetName(), ResourceVersion: o.GetResourceVersion()},
 		gvk:        o.GetObjectKind().GroupVersionKind(),
 		raw:        raw,
+		labels:     newLabelSet(o.GetLabels()),
 	}, nil
 }
 
@@ -126,6 +177,24 @@ func newHeldAsBytes(e *entry) heldAsBytes {
 func (b heldAsBytes) source() *entry { return b.e }
 
 func (b heldAsBytes) close() { b.Filtered.Close() }
+
+// selected returns the objects in namespace, or in all when it is "",
+// that sel selects. It decodes those only.
+func (b heldAsBytes) selected(namespace string, sel labels.Selector) ([]any, error) {
+	items, err := ownList(b.e.informer.GetIndexer(), namespace)
+	if err != nil {
+		return nil, err
+	}
+	// The indexer returns a slice of the caller's own.
+	out := items[:0]
+	for _, item := range items {
+		if h, ok := item.(*held); ok && !sel.Matches(h.labels) {
+			continue
+		}
+		out = append(out, b.e.codec.decode(item))
+	}
+	return out, nil
+}
 
 // heapBytes sums the encodings and what holds them.
 func (b heldAsBytes) heapBytes(int) int64 {

@@ -1,6 +1,9 @@
 package fxstore_test
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -118,4 +122,57 @@ func TestHeldAsBytesAfterStart(t *testing.T) {
 	fxstoretest.Start(t, r, fxstoretest.NewSource(clientgoscheme.Scheme))
 	_, err = fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{}, fxstore.HeldAsBytes())
 	require.ErrorContains(t, err, "fxstore.HeldAsBytes(): the store has started, holding objects; ask for it before the app starts")
+}
+
+// A List by label from a store held as bytes selects on labels it keeps
+// beside the encoding, and decodes only the objects selected: it returns
+// what a store of decoded objects returns.
+func TestHeldAsBytesListsBySelector(t *testing.T) {
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	asBytes, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{}, fxstore.HeldAsBytes())
+	require.NoError(t, err)
+	decoded, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{LabelSelector: "group"})
+	require.NoError(t, err)
+	rng := rand.New(rand.NewPCG(3, 4))
+	var objs []client.Object
+	for i := range 90 {
+		l := map[string]string{"group": fmt.Sprint(i % 3)}
+		for _, k := range []string{"app", "tier", "example.com/team"} {
+			if rng.IntN(3) > 0 {
+				l[k] = fmt.Sprint(rng.IntN(3))
+			}
+		}
+		objs = append(objs, configMap(fmt.Sprint("ns-", i%3), fmt.Sprint("cm-", i), l, map[string]string{"k": fmt.Sprint(i)}))
+	}
+	fxstoretest.Start(t, r, fxstoretest.NewSource(clientgoscheme.Scheme, objs...))
+
+	names := func(objs []*corev1.ConfigMap) []string {
+		out := make([]string, len(objs))
+		for i, o := range objs {
+			out[i] = o.Namespace + "/" + o.Name + "=" + o.Data["k"]
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, selector := range []string{"app=1", "app!=1", "tier in (0,2)", "tier notin (0)", "example.com/team", "!example.com/team", "app=0,tier=1", "app,!tier,group=2"} {
+		sel, err := labels.Parse(selector)
+		require.NoError(t, err)
+		for _, ns := range []string{"", "ns-1"} {
+			want, err := decoded.List(client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel})
+			require.NoError(t, err)
+			got, err := asBytes.List(client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel})
+			require.NoError(t, err)
+			assert.Equal(t, names(want), names(got), "%q in %q", selector, ns)
+		}
+	}
+
+	// A few objects of 90 selected: a few decodes' allocations, not 90.
+	one := client.MatchingLabels(objs[0].GetLabels())
+	selected, err := asBytes.List(one)
+	require.NoError(t, err)
+	require.NotEmpty(t, selected)
+	all := testing.AllocsPerRun(10, func() { _, _ = asBytes.List() })
+	few := testing.AllocsPerRun(10, func() { _, _ = asBytes.List(one) })
+	t.Logf("allocations: %.0f to list all 90, %.0f to list the %d selected", all, few, len(selected))
+	assert.Less(t, few, all/10)
 }

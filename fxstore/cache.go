@@ -694,7 +694,7 @@ func (ns namespaceStore) list(lo client.ListOptions, indexName func(field string
 		return nil, s.e.notSynced
 	}
 	if lo.FieldSelector == nil || lo.FieldSelector.Empty() {
-		return s.e.list(lo.Namespace)
+		return s.e.list(lo.Namespace, lo.LabelSelector)
 	}
 	indexer := s.e.indexer()
 	reqs := lo.FieldSelector.Requirements()

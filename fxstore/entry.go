@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
@@ -365,11 +366,27 @@ func (e *entry) droppedOutsideShard() {
 func (e *entry) indexer() cache.Indexer { return e.backing().GetIndexer() }
 
 // list returns the store's objects in namespace, or all when it is "".
-func (e *entry) list(namespace string) ([]any, error) {
-	if namespace == "" {
-		return e.indexer().List(), nil
+// A backing that selects by label first may leave out those sel does not
+// select; the caller still filters by sel.
+func (e *entry) list(namespace string, sel labels.Selector) ([]any, error) {
+	if s, ok := e.backing().(selecting); ok && sel != nil && !sel.Empty() {
+		return s.selected(namespace, sel)
 	}
-	return e.indexer().ByIndex(cache.NamespaceIndex, namespace)
+	return ownList(e.indexer(), namespace)
+}
+
+// selecting is a backing that selects by label before it makes objects:
+// a store held as bytes decodes only those selected.
+type selecting interface {
+	selected(namespace string, sel labels.Selector) ([]any, error)
+}
+
+// ownList returns indexer's objects in namespace, or all when it is "".
+func ownList(indexer cache.Indexer, namespace string) ([]any, error) {
+	if namespace == "" {
+		return indexer.List(), nil
+	}
+	return indexer.ByIndex(cache.NamespaceIndex, namespace)
 }
 
 // count returns how many objects the store holds.

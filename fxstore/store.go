@@ -141,7 +141,7 @@ func (s *Store[T]) List(opts ...client.ListOption) ([]T, error) {
 	if lo.FieldSelector != nil && !lo.FieldSelector.Empty() {
 		return nil, fmt.Errorf("store %s: List does not take field selectors; declare an index with WithIndex and use ByIndex", s.e.key)
 	}
-	items, err := s.e.list(lo.Namespace)
+	items, err := s.e.list(lo.Namespace, lo.LabelSelector)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", s.e.key, err)
 	}
