@@ -85,17 +85,8 @@ type Table struct {
 	types map[reflect.Type]typeInfo
 }
 
-// typeInfo is what a table knows of a type.
-type typeInfo struct {
-	// unexported: a struct with unexported fields, which reflection cannot
-	// set. Such values are hashed and compared whole.
-	unexported bool
-	// flat: two values with canonical parts are equal exactly when their
-	// memory is. Their fields are scalars, strings, pointers, maps and
-	// slices, with no interface, and no string behind an unexported field.
-	flat bool
-	size uintptr
-}
+// typeInfo is what a table knows of a type: its shape.
+type typeInfo struct{ shape *shape }
 
 // Holder is what a table's owner holds. client-go's cache.Store is one.
 type Holder interface {
@@ -230,294 +221,508 @@ func (t *Table) register(obj any) {
 // walk makes v's parts canonical and returns the hash of its content.
 // With own, v and all it reaches belong to the caller and are changed in
 // place; without, v is only read, and its parts become canonical where
-// the table has none equal.
+// the table has none equal. v is addressable.
 func (t *Table) walk(v reflect.Value, own bool) uint64 {
-	switch v.Kind() {
+	m := reading
+	if own {
+		m = owning
+	}
+	return t.walkAt(t.shapeOf(v.Type()), v.Addr().UnsafePointer(), m)
+}
+
+// A mode is how walkAt treats what it walks.
+type mode uint8
+
+const (
+	// reading leaves a value as it is. Its parts become canonical where
+	// the table has none equal.
+	reading mode = iota
+	// owning changes a value the caller owns in place.
+	owning
+)
+
+// walkAt walks the value of shape s at p, as walk does, and returns the
+// hash of its content.
+func (t *Table) walkAt(s *shape, p unsafe.Pointer, m mode) uint64 {
+	if s.plain {
+		return t.hashMemory(p, s.size)
+	}
+	switch s.kind {
 	case reflect.String:
-		s := v.String()
-		if c := t.str(s); own && !sameString(c, s) {
-			v.SetString(c)
+		sp := (*string)(p)
+		c := t.str(*sp)
+		if m == owning && !sameString(c, *sp) {
+			*sp = c
 		}
-		return maphash.String(t.seed, s)
-	case reflect.Bool:
-		if v.Bool() {
-			return 1
-		}
-		return 2
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return mix(3, uint64(v.Int()))
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		return mix(4, v.Uint())
-	case reflect.Float32, reflect.Float64:
-		return mix(5, math.Float64bits(v.Float()))
+		return maphash.String(t.seed, c)
 	case reflect.Struct:
-		if t.info(v.Type()).unexported {
-			return t.opaqueHash(v, own)
+		if s.opaque {
+			return t.opaqueHash(s, p, m == owning)
 		}
-		h := uint64(v.NumField())
-		for i := range v.NumField() {
-			h = mix(h, t.walk(v.Field(i), own))
+		h := uint64(len(s.fields))
+		for _, f := range s.fields {
+			if f.shape == nil {
+				h = mix(h, t.hashMemory(unsafe.Add(p, f.off), f.size))
+			} else {
+				h = mix(h, t.walkAt(f.shape, unsafe.Add(p, f.off), m))
+			}
 		}
 		return h
 	case reflect.Array:
-		h := uint64(v.Len())
-		for i := range v.Len() {
-			h = mix(h, t.walk(v.Index(i), own))
+		h := uint64(s.n)
+		for i := range s.n {
+			h = mix(h, t.walkAt(s.elem, at(p, s.elem, i), m))
 		}
 		return h
-	case reflect.Pointer:
-		if v.IsNil() {
+	case reflect.Pointer, reflect.Slice, reflect.Map:
+		if *(*unsafe.Pointer)(p) == nil {
 			return 0
 		}
-		e := v.Elem()
-		h := mix(6, t.walk(e, own))
-		t.canonical(v, h, own, func(c reflect.Value) bool { return t.shallowEqual(c.Elem(), e) })
-		return h
-	case reflect.Slice:
-		if v.IsNil() {
-			return 0
+		h := t.walkPart(s, p, m)
+		if !t.share(s, p, h, m) {
+			t.keep(s, p, h, m)
 		}
-		var h uint64
-		if v.Type().Elem().Kind() == reflect.Uint8 {
-			h = maphash.Bytes(t.seed, v.Bytes())
-		} else {
-			h = uint64(v.Len())
-			for i := range v.Len() {
-				h = mix(h, t.walk(v.Index(i), own))
-			}
-		}
-		h = mix(7, h)
-		t.canonical(v, h, own, func(c reflect.Value) bool { return t.equalElems(c, v) })
 		return h
-	case reflect.Map:
-		return t.walkMap(v, own)
 	case reflect.Interface:
-		if v.IsNil() {
-			return 0
-		}
-		e := v.Elem()
-		if e.Kind() == reflect.String && v.Type() == anyType {
-			s := e.String()
-			if own {
-				box := t.box(s)
-				if !sameString(box.(string), s) {
-					*(*any)(v.Addr().UnsafePointer()) = box
-				}
-			} else {
-				t.box(s)
-			}
-			return maphash.String(t.seed, s)
-		}
-		c := reflect.New(e.Type()).Elem()
-		c.Set(e)
-		h := mix(8, t.walk(c, own))
-		if own && !sameRef(c, e) {
-			v.Set(c)
-		}
-		return h
-	default:
-		// Channels, functions and unsafe pointers do not occur in API
-		// objects; structures holding them are never equal.
-		return 9
+		return t.walkInterface(s, p, m)
 	}
+	// Channels, functions and unsafe pointers do not occur in API
+	// objects; structures holding them are never equal.
+	return 9
+}
+
+// walkPart walks what the pointer, slice or map of shape s at p reaches,
+// and returns the hash of its content.
+func (t *Table) walkPart(s *shape, p unsafe.Pointer, m mode) uint64 {
+	switch s.kind {
+	case reflect.Pointer:
+		return mix(6, t.walkAt(s.elem, *(*unsafe.Pointer)(p), m))
+	case reflect.Slice:
+		sh := (*sliceHeader)(p)
+		if s.elem.plain {
+			return mix(7, maphash.Bytes(t.seed, unsafe.Slice((*byte)(sh.data), uintptr(sh.len)*s.elem.size)))
+		}
+		h := uint64(sh.len)
+		for i := range sh.len {
+			h = mix(h, t.walkAt(s.elem, at(sh.data, s.elem, i), m))
+		}
+		return mix(7, h)
+	}
+	switch s.maps {
+	case stringMap:
+		return walkKeyed(t, *(*map[string]string)(p), m, stringValue)
+	case quantityMap:
+		return walkKeyed(t, *(*map[string]resource.Quantity)(p), m, quantityValue)
+	}
+	return t.walkEntries(s, p, m)
+}
+
+// walkInterface walks the interface of shape s at p.
+func (t *Table) walkInterface(s *shape, p unsafe.Pointer, m mode) uint64 {
+	w := (*[2]unsafe.Pointer)(p)
+	if w[0] == nil {
+		return 0
+	}
+	es, ep := t.dynamic(s, p)
+	switch {
+	case es.kind == reflect.String && s.typ == anyType:
+		str := *(*string)(ep)
+		if box := t.box(str); m == owning && !sameString(box.(string), str) {
+			*(*any)(p) = box
+		}
+		return maphash.String(t.seed, str)
+	case ep != nil && (m != owning || es.plain || es.kind == reflect.Pointer || es.kind == reflect.Map):
+		// Read in place, or changed in the interface itself.
+		return mix(8, t.walkAt(es, ep, m))
+	}
+	// Boxed elsewhere: walked in a copy, boxed anew if it changed.
+	v := reflect.NewAt(s.typ, p).Elem()
+	e := v.Elem()
+	c := reflect.New(es.typ).Elem()
+	c.Set(e)
+	h := mix(8, t.walkAt(es, c.Addr().UnsafePointer(), m))
+	if m == owning && !sameRef(c, e) {
+		v.Set(c)
+	}
+	return h
+}
+
+// dynamic returns the shape of the value in the non-nil interface of
+// shape s at p, and the value's address where it can be read in place:
+// pointers and maps in the interface itself, plain values, strings and
+// slices in a box. Other values may be either; their address is nil.
+func (t *Table) dynamic(s *shape, p unsafe.Pointer) (*shape, unsafe.Pointer) {
+	w := (*[2]unsafe.Pointer)(p)
+	e := t.shapeOf(reflect.NewAt(s.typ, p).Elem().Elem().Type())
+	switch {
+	case e.kind == reflect.Pointer || e.kind == reflect.Map:
+		return e, unsafe.Pointer(&w[1])
+	case e.plain || e.kind == reflect.String || e.kind == reflect.Slice:
+		return e, w[1]
+	}
+	return e, nil
+}
+
+// walkKeyed walks a map keyed by strings. value walks a value, and
+// returns it as walked, whether that changed it, and its hash. Owned, a
+// map is changed in place: assigned to an existing key, an entry takes
+// the key given, equal to the one it replaces.
+func walkKeyed[V comparable](t *Table, mp map[string]V, m mode, value func(t *Table, v V, m mode) (V, bool, uint64)) uint64 {
+	h := mix(10, uint64(len(mp)))
+	for k, v := range mp {
+		c, changed, vh := value(t, v, m)
+		// Entries are combined in an order-free way.
+		h += mix(maphash.String(t.seed, k), vh)
+		if ck := t.str(k); m == owning && (changed || !sameString(ck, k)) {
+			mp[ck] = c
+		}
+	}
+	return h
+}
+
+func stringValue(t *Table, v string, _ mode) (string, bool, uint64) {
+	c := t.str(v)
+	return c, !sameString(c, v), maphash.String(t.seed, v)
+}
+
+func quantityValue(_ *Table, q resource.Quantity, m mode) (resource.Quantity, bool, uint64) {
+	c := q
+	h := hashQuantity(&c, m == owning)
+	return c, c != q, h
+}
+
+// cachedQuantity returns q with its canonical form cached, as walk
+// leaves a quantity it owns.
+func cachedQuantity(q resource.Quantity) resource.Quantity {
+	_ = q.String()
+	return q
+}
+
+// walkEntries walks a map's keys and values through reflection. Owned,
+// a map is changed in place, or rebuilt where walking could change keys.
+func (t *Table) walkEntries(s *shape, p unsafe.Pointer, m mode) uint64 {
+	mv := reflect.NewAt(s.typ, p).Elem()
+	k, e := reflect.New(s.key.typ).Elem(), reflect.New(s.elem.typ).Elem()
+	kp, ep := k.Addr().UnsafePointer(), e.Addr().UnsafePointer()
+	into, rebuilt := mv, m == owning && s.maps == rebuiltMap
+	if rebuilt {
+		into = reflect.MakeMapWithSize(s.typ, mv.Len())
+	}
+	h := mix(10, uint64(mv.Len()))
+	for it := mv.MapRange(); it.Next(); {
+		k.SetIterKey(it)
+		e.SetIterValue(it)
+		// Entries are combined in an order-free way.
+		h += mix(t.walkAt(s.key, kp, m), t.walkAt(s.elem, ep, m))
+		if m == owning {
+			into.SetMapIndex(k, e)
+		}
+	}
+	if rebuilt {
+		mv.Set(into)
+	}
+	return h
+}
+
+// share makes the part at p, a pointer, slice or map of shape s, whose
+// parts are canonical, the table's copy equal to it, and reports whether
+// the table has one.
+func (t *Table) share(s *shape, p unsafe.Pointer, h uint64, m mode) bool {
+	for _, c := range t.parts[s.typ][h] {
+		if !t.equalPart(s, c, p) {
+			continue
+		}
+		if m != owning {
+			return true
+		}
+		if s.kind == reflect.Slice {
+			*(*sliceHeader)(p) = sliceHeader{c.UnsafePointer(), c.Len(), c.Len()}
+		} else {
+			*(*unsafe.Pointer)(p) = c.UnsafePointer()
+		}
+		return true
+	}
+	return false
+}
+
+// keep holds the part at p, a pointer, slice or map of shape s, as the
+// canonical copy of its content. What it holds does not refer to p.
+func (t *Table) keep(s *shape, p unsafe.Pointer, h uint64, m mode) {
+	var c reflect.Value
+	if s.kind == reflect.Slice {
+		// Held without spare capacity, so that an append copies. The
+		// object holds it so too: its memory then equals its equals'.
+		sh := (*sliceHeader)(p)
+		if m == owning {
+			sh.cap = sh.len
+		}
+		c = reflect.New(s.typ).Elem()
+		*(*sliceHeader)(c.Addr().UnsafePointer()) = sliceHeader{sh.data, sh.len, sh.len}
+	} else {
+		// Pointers and maps are held in the Value itself.
+		c = reflect.ValueOf(reflect.NewAt(s.typ, p).Elem().Interface())
+	}
+	t.hold(s.typ, h, c)
+}
+
+// equalPart reports whether the part at p, of shape s, with canonical
+// parts, equals c, a part the table holds.
+func (t *Table) equalPart(s *shape, c reflect.Value, p unsafe.Pointer) bool {
+	switch s.kind {
+	case reflect.Pointer:
+		return t.equalAt(s.elem, *(*unsafe.Pointer)(p), c.UnsafePointer())
+	case reflect.Slice:
+		sh := (*sliceHeader)(p)
+		return c.Len() == sh.len && t.equalElems(s.elem, sh.data, c.UnsafePointer(), sh.len)
+	}
+	return t.equalMaps(s, *(*unsafe.Pointer)(p), c.UnsafePointer(), false)
 }
 
 // walkAgainst makes v's parts canonical, as walk does, where held, of
 // v's type, has no part equal to them. Parts equal to held's become
 // held's, which are canonical: an object the table took.
 func (t *Table) walkAgainst(v, held reflect.Value) {
-	switch v.Kind() {
-	case reflect.Struct:
-		if t.info(v.Type()).unexported {
-			t.walk(v, true)
-			return
-		}
-		for i := range v.NumField() {
-			t.walkAgainst(v.Field(i), held.Field(i))
-		}
-	case reflect.Array:
-		for i := range v.Len() {
-			t.walkAgainst(v.Index(i), held.Index(i))
-		}
-	case reflect.String:
-		if s, h := v.String(), held.String(); s == h {
-			if !sameString(s, h) {
-				v.SetString(h)
-			}
-			return
-		}
-		t.walk(v, true)
-	case reflect.Pointer, reflect.Slice, reflect.Map, reflect.Interface:
-		if t.deepEqual(v, held) {
-			if !sameRef(v, held) {
-				v.Set(held)
-			}
-			return
-		}
-		t.walk(v, true)
-	}
+	t.walkAgainstAt(t.shapeOf(v.Type()), v.Addr().UnsafePointer(), held.Addr().UnsafePointer())
 }
 
-// deepEqual reports whether a, which the caller owns, and b are equal at
-// every depth, as exactly as the table compares parts.
-func (t *Table) deepEqual(a, b reflect.Value) bool {
-	switch a.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice:
-		if a.IsNil() || b.IsNil() {
-			return a.IsNil() == b.IsNil()
-		}
-		if a.Kind() != reflect.Slice && a.UnsafePointer() == b.UnsafePointer() {
-			return true
-		}
+func (t *Table) walkAgainstAt(s *shape, p, held unsafe.Pointer) {
+	if s.plain {
+		return
 	}
-	switch a.Kind() {
+	switch s.kind {
+	case reflect.Struct:
+		if s.opaque {
+			t.walkAt(s, p, owning)
+			return
+		}
+		for _, f := range s.fields {
+			if f.shape != nil {
+				t.walkAgainstAt(f.shape, unsafe.Add(p, f.off), unsafe.Add(held, f.off))
+			}
+		}
+	case reflect.Array:
+		for i := range s.n {
+			t.walkAgainstAt(s.elem, at(p, s.elem, i), at(held, s.elem, i))
+		}
 	case reflect.String:
-		return a.String() == b.String()
-	case reflect.Pointer:
-		return t.deepEqual(a.Elem(), b.Elem())
+		if a, b := (*string)(p), (*string)(held); *a == *b {
+			if !sameString(*a, *b) {
+				*a = *b
+			}
+			return
+		}
+		t.walkAt(s, p, owning)
+	case reflect.Pointer, reflect.Map:
+		if t.deepEqualAt(s, p, held) {
+			*(*unsafe.Pointer)(p) = *(*unsafe.Pointer)(held)
+			return
+		}
+		t.walkAt(s, p, owning)
 	case reflect.Slice:
-		if a.Len() != b.Len() {
+		if t.deepEqualAt(s, p, held) {
+			*(*sliceHeader)(p) = *(*sliceHeader)(held)
+			return
+		}
+		t.walkAt(s, p, owning)
+	case reflect.Interface:
+		if t.deepEqualAt(s, p, held) {
+			*(*[2]unsafe.Pointer)(p) = *(*[2]unsafe.Pointer)(held)
+			return
+		}
+		t.walkAt(s, p, owning)
+	}
+}
+
+// deepEqualAt reports whether the values of shape s at a, which the
+// caller owns, and at b are equal at every depth, as exactly as the table
+// compares parts.
+func (t *Table) deepEqualAt(s *shape, a, b unsafe.Pointer) bool {
+	if s.plain {
+		return sameMemory(a, b, s.size)
+	}
+	switch s.kind {
+	case reflect.String:
+		return *(*string)(a) == *(*string)(b)
+	case reflect.Pointer:
+		x, y := *(*unsafe.Pointer)(a), *(*unsafe.Pointer)(b)
+		if x == nil || y == nil || x == y {
+			return x == y
+		}
+		return t.deepEqualAt(s.elem, x, y)
+	case reflect.Slice:
+		x, y := (*sliceHeader)(a), (*sliceHeader)(b)
+		if (x.data == nil) != (y.data == nil) || x.len != y.len {
 			return false
 		}
-		if a.Type().Elem().Kind() == reflect.Uint8 {
-			return bytes.Equal(a.Bytes(), b.Bytes())
+		return t.deepEqualElems(s.elem, x.data, y.data, x.len)
+	case reflect.Array:
+		return t.deepEqualElems(s.elem, a, b, s.n)
+	case reflect.Map:
+		x, y := *(*unsafe.Pointer)(a), *(*unsafe.Pointer)(b)
+		if x == nil || y == nil || x == y {
+			return x == y
 		}
-		for i := range a.Len() {
-			if !t.deepEqual(a.Index(i), b.Index(i)) {
+		return t.equalMaps(s, x, y, true)
+	case reflect.Interface:
+		return t.equalInterfaces(s, a, b, true)
+	case reflect.Struct:
+		if s.opaque {
+			if s.typ == quantityType {
+				// As walk does: the canonical form cached, a write.
+				_ = (*resource.Quantity)(a).String()
+			}
+			return t.equalAt(s, a, b)
+		}
+		for _, f := range s.fields {
+			x, y := unsafe.Add(a, f.off), unsafe.Add(b, f.off)
+			if f.shape == nil && !sameMemory(x, y, f.size) || f.shape != nil && !t.deepEqualAt(f.shape, x, y) {
+				return false
+			}
+		}
+		return true
+	}
+	return t.equalAt(s, a, b)
+}
+
+// deepEqualElems reports whether n elements of shape s at a and at b are
+// equal, as deepEqualAt compares them.
+func (t *Table) deepEqualElems(s *shape, a, b unsafe.Pointer, n int) bool {
+	if a == b || s.plain {
+		return sameMemory(a, b, uintptr(n)*s.size)
+	}
+	for i := range n {
+		if !t.deepEqualAt(s, at(a, s, i), at(b, s, i)) {
+			return false
+		}
+	}
+	return true
+}
+
+// equalMaps reports whether the maps a and b, of shape s, are equal: with
+// deep, at every depth; without, with a's parts canonical, as equalAt
+// compares values.
+func (t *Table) equalMaps(s *shape, a, b unsafe.Pointer, deep bool) bool {
+	switch s.maps {
+	case stringMap:
+		return equalKeyed(*(*map[string]string)(unsafe.Pointer(&a)), *(*map[string]string)(unsafe.Pointer(&b)), nil)
+	case quantityMap:
+		return equalKeyed(*(*map[string]resource.Quantity)(unsafe.Pointer(&a)), *(*map[string]resource.Quantity)(unsafe.Pointer(&b)), cachedQuantity)
+	}
+	x, y := reflect.New(s.typ).Elem(), reflect.New(s.typ).Elem()
+	*(*unsafe.Pointer)(x.Addr().UnsafePointer()) = a
+	*(*unsafe.Pointer)(y.Addr().UnsafePointer()) = b
+	if x.Len() != y.Len() {
+		return false
+	}
+	k, e, f := reflect.New(s.key.typ).Elem(), reflect.New(s.elem.typ).Elem(), reflect.New(s.elem.typ).Elem()
+	ep, fp := e.Addr().UnsafePointer(), f.Addr().UnsafePointer()
+	for it := x.MapRange(); it.Next(); {
+		k.SetIterKey(it)
+		g := y.MapIndex(k)
+		if !g.IsValid() {
+			return false
+		}
+		e.SetIterValue(it)
+		f.Set(g)
+		if deep && !t.deepEqualAt(s.elem, ep, fp) || !deep && !t.equalAt(s.elem, ep, fp) {
+			return false
+		}
+	}
+	return true
+}
+
+// equalKeyed reports whether two maps keyed by strings hold equal
+// entries, a's values as norm returns them.
+func equalKeyed[V comparable](a, b map[string]V, norm func(V) V) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		w, ok := b[k]
+		if !ok {
+			return false
+		}
+		if v != w && (norm == nil || norm(v) != w) {
+			return false
+		}
+	}
+	return true
+}
+
+// equalAt reports whether the values of shape s at a and b, with
+// canonical parts, are equal: their own fields equal, their parts the
+// same copies.
+func (t *Table) equalAt(s *shape, a, b unsafe.Pointer) bool {
+	switch s.kind {
+	case reflect.String:
+		return *(*string)(a) == *(*string)(b)
+	case reflect.Pointer, reflect.Map:
+		return *(*unsafe.Pointer)(a) == *(*unsafe.Pointer)(b)
+	case reflect.Slice:
+		x, y := (*sliceHeader)(a), (*sliceHeader)(b)
+		return x.data == y.data && x.len == y.len
+	case reflect.Interface:
+		return t.equalInterfaces(s, a, b, false)
+	}
+	if s.flat {
+		return sameMemory(a, b, s.size)
+	}
+	switch s.kind {
+	case reflect.Struct:
+		if s.opaque {
+			return opaqueEqual(s, a, b)
+		}
+		for _, f := range s.fields {
+			x, y := unsafe.Add(a, f.off), unsafe.Add(b, f.off)
+			if f.shape == nil && !sameMemory(x, y, f.size) || f.shape != nil && !t.equalAt(f.shape, x, y) {
 				return false
 			}
 		}
 		return true
 	case reflect.Array:
-		for i := range a.Len() {
-			if !t.deepEqual(a.Index(i), b.Index(i)) {
-				return false
-			}
-		}
-		return true
-	case reflect.Map:
-		if a.Len() != b.Len() {
+		return t.equalElems(s.elem, a, b, s.n)
+	}
+	return false
+}
+
+// equalElems reports whether n elements of shape s at a and at b are
+// equal, as equalAt compares them.
+func (t *Table) equalElems(s *shape, a, b unsafe.Pointer, n int) bool {
+	if s.flat {
+		return sameMemory(a, b, uintptr(n)*s.size)
+	}
+	for i := range n {
+		if !t.equalAt(s, at(a, s, i), at(b, s, i)) {
 			return false
 		}
-		if as, ok := a.Interface().(map[string]string); ok {
-			bs := b.Interface().(map[string]string)
-			for k, av := range as {
-				if bv, ok := bs[k]; !ok || av != bv {
-					return false
-				}
-			}
-			return true
-		}
-		k := reflect.New(a.Type().Key()).Elem()
-		e := reflect.New(a.Type().Elem()).Elem()
-		for it := a.MapRange(); it.Next(); {
-			k.SetIterKey(it)
-			e.SetIterValue(it)
-			if be := b.MapIndex(k); !be.IsValid() || !t.deepEqual(e, be) {
-				return false
-			}
-		}
-		return true
-	case reflect.Interface:
-		if a.IsNil() || b.IsNil() {
-			return a.IsNil() == b.IsNil()
-		}
-		ae, be := a.Elem(), b.Elem()
-		return ae.Type() == be.Type() && t.deepEqual(ae, be)
-	case reflect.Struct:
-		if t.info(a.Type()).unexported {
-			if a.Type() == quantityType && a.CanAddr() {
-				// As walk does: the canonical form cached, a write.
-				_ = a.Addr().Interface().(*resource.Quantity).String()
-			}
-			return t.shallowEqual(a, b)
-		}
-		for i := range a.NumField() {
-			if !t.deepEqual(a.Field(i), b.Field(i)) {
-				return false
-			}
-		}
-		return true
 	}
-	return t.shallowEqual(a, b)
+	return true
 }
 
-// walkMap makes a map's keys and values canonical, then the map itself:
-// a map equal to one the table holds becomes that map; another is rebuilt
-// from its canonical keys and values, and held.
-func (t *Table) walkMap(v reflect.Value, own bool) uint64 {
-	if v.IsNil() {
-		return 0
+// equalInterfaces reports whether the interfaces of shape s at a and b
+// hold values of one type, equal as deepEqualAt (deep) or equalAt
+// compares them.
+func (t *Table) equalInterfaces(s *shape, a, b unsafe.Pointer, deep bool) bool {
+	x, y := (*[2]unsafe.Pointer)(a), (*[2]unsafe.Pointer)(b)
+	// The first word is the type, or the itab of the interface and type.
+	if x[0] != y[0] {
+		return false
 	}
-	typ := v.Type()
-	pairs := make([]reflect.Value, 0, 2*v.Len())
-	h := mix(10, uint64(v.Len()))
-	for it := v.MapRange(); it.Next(); {
-		k := reflect.New(typ.Key()).Elem()
-		k.SetIterKey(it)
-		e := reflect.New(typ.Elem()).Elem()
-		e.SetIterValue(it)
-		// Entries are combined in an order-free way.
-		h += mix(t.walk(k, own), t.walk(e, own))
-		pairs = append(pairs, k, e)
-	}
-	equal := func(c reflect.Value) bool {
-		if c.Len() != len(pairs)/2 {
-			return false
-		}
-		for i := 0; i < len(pairs); i += 2 {
-			if ce := c.MapIndex(pairs[i]); !ce.IsValid() || !t.shallowEqual(ce, pairs[i+1]) {
-				return false
-			}
-		}
+	if x[0] == nil || x[1] == y[1] {
 		return true
 	}
-	if c, ok := t.find(typ, h, equal); ok {
-		if own && c.UnsafePointer() != v.UnsafePointer() {
-			v.Set(c)
-		}
-		return h
+	e, xp := t.dynamic(s, a)
+	_, yp := t.dynamic(s, b)
+	if xp == nil {
+		xc, yc := reflect.New(e.typ).Elem(), reflect.New(e.typ).Elem()
+		xc.Set(reflect.NewAt(s.typ, a).Elem().Elem())
+		yc.Set(reflect.NewAt(s.typ, b).Elem().Elem())
+		xp, yp = xc.Addr().UnsafePointer(), yc.Addr().UnsafePointer()
 	}
-	if own {
-		m := reflect.MakeMapWithSize(typ, len(pairs)/2)
-		for i := 0; i < len(pairs); i += 2 {
-			m.SetMapIndex(pairs[i], pairs[i+1])
-		}
-		v.Set(m)
+	if deep {
+		return t.deepEqualAt(e, xp, yp)
 	}
-	t.hold(typ, h, v)
-	return h
-}
-
-// canonical makes v, a pointer or slice, the table's copy equal to it, or
-// holds v as that copy.
-func (t *Table) canonical(v reflect.Value, h uint64, own bool, equal func(reflect.Value) bool) {
-	if c, ok := t.find(v.Type(), h, equal); ok {
-		if own && !sameRef(c, v) {
-			v.Set(c)
-		}
-		return
-	}
-	if v.Kind() == reflect.Slice {
-		// Held without spare capacity, so that an append copies. The
-		// object holds it so too: its memory then equals its equals'.
-		c := v.Slice3(0, v.Len(), v.Len())
-		if own {
-			v.Set(c)
-		}
-		t.hold(v.Type(), h, c)
-		return
-	}
-	t.hold(v.Type(), h, v)
-}
-
-func (t *Table) find(typ reflect.Type, h uint64, equal func(reflect.Value) bool) (reflect.Value, bool) {
-	for _, c := range t.parts[typ][h] {
-		if equal(c) {
-			return c, true
-		}
-	}
-	return reflect.Value{}, false
+	return t.equalAt(e, xp, yp)
 }
 
 func (t *Table) hold(typ reflect.Type, h uint64, v reflect.Value) {
@@ -563,31 +768,44 @@ var (
 	timeType = reflect.TypeFor[time.Time]()
 )
 
-// opaqueHash hashes a struct with unexported fields: the types API objects
-// hold (quantities, times) by their value, others by their scalar
-// fields.
-func (t *Table) opaqueHash(v reflect.Value, own bool) uint64 {
-	switch v.Type() {
+// opaqueHash hashes the struct with unexported fields of shape s at p:
+// the types API objects hold (quantities, times) by their value, others
+// by their scalar fields.
+func (t *Table) opaqueHash(s *shape, p unsafe.Pointer, own bool) uint64 {
+	switch s.typ {
 	case quantityType:
-		q := v.Addr().Interface().(*resource.Quantity)
-		if own {
-			// String caches the canonical form in the quantity, a write;
-			// made now, later calls by readers only read.
-			_ = q.String()
-		}
-		return mix(11, uint64(q.MilliValue()))
+		return hashQuantity((*resource.Quantity)(p), own)
 	case timeType:
-		if v.CanAddr() {
-			// Through a pointer: boxing the value would allocate.
-			return mix(12, uint64(v.Addr().Interface().(*time.Time).UnixNano()))
-		}
-		return mix(12, uint64(v.Interface().(time.Time).UnixNano()))
+		return mix(12, uint64((*time.Time)(p).UnixNano()))
 	}
+	v := reflect.NewAt(s.typ, p).Elem()
 	h := uint64(13)
 	for i := range v.NumField() {
 		h = mix(h, hashOnly(v.Field(i)))
 	}
 	return h
+}
+
+func hashQuantity(q *resource.Quantity, own bool) uint64 {
+	if own {
+		// String caches the canonical form in the quantity, a write;
+		// made now, later calls by readers only read.
+		_ = q.String()
+	}
+	return mix(11, uint64(q.MilliValue()))
+}
+
+// opaqueEqual reports whether the structs with unexported fields of
+// shape s at a and b are equal, field by field.
+func opaqueEqual(s *shape, a, b unsafe.Pointer) bool {
+	if s.typ == quantityType {
+		return *(*resource.Quantity)(a) == *(*resource.Quantity)(b)
+	}
+	x, y := reflect.NewAt(s.typ, a).Elem(), reflect.NewAt(s.typ, b).Elem()
+	if s.typ.Comparable() {
+		return x.Equal(y)
+	}
+	return reflect.DeepEqual(x.Interface(), y.Interface())
 }
 
 // hashOnly hashes the scalars of v, and its pointers by address, without
@@ -616,73 +834,6 @@ func hashOnly(v reflect.Value) uint64 {
 // hashSeed seeds hashOnly: its hashes need not differ between tables.
 var hashSeed = maphash.MakeSeed()
 
-// shallowEqual reports whether a and b, of one type and with canonical
-// parts, are equal: their own fields equal, their parts the same copies.
-func (t *Table) shallowEqual(a, b reflect.Value) bool {
-	switch a.Kind() {
-	case reflect.String:
-		return a.String() == b.String()
-	case reflect.Bool:
-		return a.Bool() == b.Bool()
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return a.Int() == b.Int()
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		return a.Uint() == b.Uint()
-	case reflect.Float32, reflect.Float64:
-		// Bits, not ==: 0 and -0 differ, and NaN equals itself.
-		return math.Float64bits(a.Float()) == math.Float64bits(b.Float())
-	case reflect.Pointer, reflect.Map, reflect.Slice:
-		return sameRef(a, b)
-	case reflect.Struct:
-		info := t.info(a.Type())
-		if info.flat && a.CanAddr() && b.CanAddr() {
-			return sameMemory(a.Addr().UnsafePointer(), b.Addr().UnsafePointer(), info.size)
-		}
-		if info.unexported {
-			if a.Type().Comparable() {
-				return a.Equal(b)
-			}
-			return reflect.DeepEqual(a.Interface(), b.Interface())
-		}
-		for i := range a.NumField() {
-			if !t.shallowEqual(a.Field(i), b.Field(i)) {
-				return false
-			}
-		}
-		return true
-	case reflect.Array:
-		return t.equalElems(a, b)
-	case reflect.Interface:
-		if a.IsNil() || b.IsNil() {
-			return a.IsNil() == b.IsNil()
-		}
-		ae, be := a.Elem(), b.Elem()
-		return ae.Type() == be.Type() && t.shallowEqual(ae, be)
-	}
-	return false
-}
-
-// equalElems reports whether two slices or arrays hold equal elements.
-func (t *Table) equalElems(a, b reflect.Value) bool {
-	if a.Kind() == reflect.Slice && a.IsNil() != b.IsNil() || a.Len() != b.Len() {
-		return false
-	}
-	if a.Kind() == reflect.Slice && a.Type().Elem().Kind() == reflect.Uint8 {
-		return bytes.Equal(a.Bytes(), b.Bytes())
-	}
-	if a.Kind() == reflect.Slice && a.Len() > 0 {
-		if info := t.info(a.Type().Elem()); info.flat {
-			return sameMemory(a.UnsafePointer(), b.UnsafePointer(), uintptr(a.Len())*info.size)
-		}
-	}
-	for i := range a.Len() {
-		if !t.shallowEqual(a.Index(i), b.Index(i)) {
-			return false
-		}
-	}
-	return true
-}
-
 // sameMemory reports whether n bytes at a and at b are equal. For flat
 // values with canonical parts, that is equality: equal strings, pointers,
 // maps and slices are the same copies.
@@ -707,24 +858,6 @@ func sameRef(a, b reflect.Value) bool {
 
 func sameString(a, b string) bool {
 	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
-}
-
-// info returns what the table knows of typ, learning it the first time.
-func (t *Table) info(typ reflect.Type) typeInfo {
-	if info, ok := t.types[typ]; ok {
-		return info
-	}
-	info := typeInfo{flat: flat(typ, false), size: typ.Size()}
-	if typ.Kind() == reflect.Struct {
-		for i := range typ.NumField() {
-			if !typ.Field(i).IsExported() {
-				info.unexported = true
-				break
-			}
-		}
-	}
-	t.types[typ] = info
-	return info
 }
 
 // flat reports whether values of typ with canonical parts are equal

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -339,4 +341,164 @@ func TestReleaseWhenEveryObjectIsDropped(t *testing.T) {
 	assert.Zero(t, table.Len(), "no object held, no part held")
 	assert.Zero(t, table.Bytes(0))
 	assert.Empty(t, table.taken)
+}
+
+type (
+	labelKey   string
+	labelValue string
+)
+
+// mapped holds a map of each kind a table walks its own way.
+type mapped struct {
+	metav1.ObjectMeta
+	Named     map[labelKey]labelValue
+	Resources corev1.ResourceList
+	Lists     map[string][]string
+	Pointers  map[string]*corev1.ObjectReference
+	Numbered  map[int32]string
+	// NaN is a key never found again: such maps are never shared.
+	Floats map[float64]string
+	Any    map[string]any
+}
+
+// newMapped returns a mapped whose strings are copies of their own.
+func newMapped(name string) *mapped {
+	c := strings.Clone
+	return &mapped{
+		ObjectMeta: metav1.ObjectMeta{Name: c("obj"), Namespace: c("shop")},
+		Named:      map[labelKey]labelValue{labelKey(c("app")): labelValue(c(name))},
+		Resources:  corev1.ResourceList{corev1.ResourceName(c("cpu")): resource.MustParse("250m"), corev1.ResourceName(c("memory")): resource.MustParse("512Mi")},
+		Lists:      map[string][]string{c("args"): {c("--v=2"), c("--log=json")}},
+		Pointers:   map[string]*corev1.ObjectReference{c("owner"): {Kind: c("ReplicaSet"), Name: c(name)}},
+		Numbered:   map[int32]string{80: c("http")},
+		Floats:     map[float64]string{math.NaN(): c("nan"), 1.5: c(name)},
+		Any: map[string]any{c("spec"): map[string]any{
+			c("tags"): []any{c("a"), 1.5},
+			c("ref"):  &corev1.ObjectReference{Name: c("x")},
+		}},
+	}
+}
+
+// equalMapped compares as require.Equal would, NaN keys aside.
+func equalMapped(t *testing.T, want, got *mapped) {
+	t.Helper()
+	require.Len(t, got.Floats, len(want.Floats))
+	require.Equal(t, want.Floats[1.5], got.Floats[1.5])
+	w, g := *want, *got
+	w.Floats, g.Floats = nil, nil
+	requireEqual(t, &w, &g)
+}
+
+func keyData[K ~string, V any](m map[K]V) *byte {
+	for k := range m {
+		return unsafe.StringData(string(k))
+	}
+	return nil
+}
+
+// Maps of every kind are shared when equal; a map that differs is kept,
+// its keys and values made canonical.
+func TestTakeSharesMaps(t *testing.T) {
+	for _, update := range []bool{false, true} {
+		t.Run(fmt.Sprintf("update=%t", update), func(t *testing.T) {
+			a, b, c := newMapped("web"), newMapped("web"), newMapped("api")
+			want := []*mapped{newMapped("web"), newMapped("web"), newMapped("api")}
+			store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+			table := New(store)
+			table.Take(a)
+			if update {
+				// b and c replace a: they are compared with it first.
+				require.NoError(t, store.Add(a))
+			}
+			table.Take(b)
+			table.Take(c)
+			for i, m := range []*mapped{a, b, c} {
+				equalMapped(t, want[i], m)
+			}
+
+			assert.True(t, sameMap(a.Named, b.Named), "named string types")
+			assert.True(t, sameMap(a.Resources, b.Resources), "quantities")
+			assert.True(t, sameMap(a.Lists, b.Lists), "slices")
+			assert.True(t, sameMap(a.Pointers, b.Pointers), "pointers")
+			assert.True(t, sameMap(a.Numbered, b.Numbered), "numbers")
+			assert.True(t, sameMap(a.Any, b.Any), "interfaces")
+			assert.False(t, sameMap(a.Floats, b.Floats), "a NaN key")
+			assert.Same(t, unsafe.StringData(a.Floats[1.5]), unsafe.StringData(b.Floats[1.5]), "a NaN key's map holds canonical values")
+
+			// c differs in Named and Pointers: its maps are its own, with
+			// canonical keys and values.
+			assert.False(t, sameMap(a.Named, c.Named))
+			assert.Same(t, keyData(a.Named), keyData(c.Named), "canonical keys")
+			assert.False(t, sameMap(a.Pointers, c.Pointers))
+			assert.Same(t, keyData(a.Pointers), keyData(c.Pointers))
+			assert.Same(t, unsafe.StringData(a.Pointers["owner"].Kind), unsafe.StringData(c.Pointers["owner"].Kind), "values made canonical")
+			assert.True(t, sameMap(a.Lists, c.Lists), "what is equal still is")
+			assert.True(t, sameMap(a.Resources, c.Resources))
+
+			// What differs inside an interface is apart; what is equal there
+			// is shared.
+			d := newMapped("web")
+			d.Any["spec"].(map[string]any)["extra"] = strings.Clone("yes")
+			table.Take(d)
+			specs := []map[string]any{a.Any["spec"].(map[string]any), d.Any["spec"].(map[string]any)}
+			assert.False(t, sameMap(specs[0], specs[1]))
+			assert.Same(t, unsafe.SliceData(specs[0]["tags"].([]any)), unsafe.SliceData(specs[1]["tags"].([]any)), "a slice in an interface")
+			assert.Same(t, specs[0]["ref"], specs[1]["ref"], "a pointer in an interface")
+		})
+	}
+}
+
+// A table never writes what it holds, nor what it only reads: a map read
+// keeps its entries, even where the table holds other copies of them.
+func TestTakeWritesOnlyWhatItOwns(t *testing.T) {
+	table := New(cache.NewStore(cache.MetaNamespaceKeyFunc))
+	a := newMapped("web")
+	table.Take(a)
+	before := snapshot(a)
+
+	// Another object whose maps differ from a's, but hold its strings.
+	b := newMapped("web")
+	b.Named["tier"] = "front"
+	b.Lists["args"] = append(b.Lists["args"], "--extra")
+	table.Take(b)
+	assert.Equal(t, before, snapshot(a), "a, held, is unchanged")
+
+	// Read, as a rebuild reads what its owner holds.
+	c := newMapped("web")
+	before = snapshot(c)
+	table.register(c)
+	assert.Equal(t, before, snapshot(c), "c, read, is unchanged")
+	equalMapped(t, newMapped("web"), c)
+}
+
+// snapshot records where a mapped's maps, keys and values are.
+func snapshot(m *mapped) []uintptr {
+	var at []uintptr
+	add := func(p unsafe.Pointer) { at = append(at, uintptr(p)) }
+	for _, mp := range []any{m.Named, m.Resources, m.Lists, m.Pointers, m.Numbered, m.Floats, m.Any} {
+		add(reflect.ValueOf(mp).UnsafePointer())
+	}
+	for k, v := range m.Named {
+		add(unsafe.Pointer(unsafe.StringData(string(k))))
+		add(unsafe.Pointer(unsafe.StringData(string(v))))
+	}
+	for k, v := range m.Lists {
+		add(unsafe.Pointer(unsafe.StringData(k)))
+		add(unsafe.Pointer(unsafe.SliceData(v)))
+	}
+	for k, v := range m.Pointers {
+		add(unsafe.Pointer(unsafe.StringData(k)))
+		add(unsafe.Pointer(v))
+	}
+	add(unsafe.Pointer(unsafe.StringData(m.Floats[1.5])))
+	for k, v := range m.Floats {
+		if math.IsNaN(k) {
+			add(unsafe.Pointer(unsafe.StringData(v)))
+		}
+	}
+	spec := m.Any["spec"].(map[string]any)
+	add(reflect.ValueOf(spec).UnsafePointer())
+	add(unsafe.Pointer(unsafe.SliceData(spec["tags"].([]any))))
+	add(unsafe.Pointer(spec["ref"].(*corev1.ObjectReference)))
+	return at
 }
