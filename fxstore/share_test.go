@@ -44,7 +44,6 @@ func TestStoresShareWhatObjectsRepeat(t *testing.T) {
 		assert.Equal(t, a.Data, b.Data)
 		assert.Equal(t, tt.same, sameMap(a.Data, b.Data), "%s: data", tt.store)
 		assert.Equal(t, tt.same, sameMap(a.Labels, b.Labels), "%s: labels", tt.store)
-		assert.Equal(t, tt.same, unsafe.StringData(a.Name) == unsafe.StringData(b.Name), "%s: names", tt.store)
 	}
 }
 

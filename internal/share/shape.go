@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"sync"
 	"unsafe"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // A shape is what a table learns of a type, once: where its parts are,
@@ -23,6 +25,9 @@ type shape struct {
 	// opaque: a struct with unexported fields, which reflection cannot
 	// set. Such values are hashed and compared whole.
 	opaque bool
+	// unique: a string no other object holds (see uniqueFields). It is
+	// hashed and compared by content, and never held by the table.
+	unique bool
 	// elem is the shape of a pointer's, slice's, array's or map's
 	// elements; key that of a map's keys.
 	elem, key *shape
@@ -140,6 +145,9 @@ func learnFields(s *shape) {
 	for i := range typ.NumField() {
 		f := typ.Field(i)
 		fs := learn(f.Type)
+		if typ == objectMetaType && uniqueFields[f.Name] {
+			fs = &shape{typ: f.Type, kind: reflect.String, size: fs.size, unique: true}
+		}
 		switch {
 		case !fs.plain:
 			s.plain = false
@@ -159,6 +167,15 @@ func learnFields(s *shape) {
 		s.plain = false
 	}
 }
+
+// objectMetaType is the metadata every object has.
+var objectMetaType = reflect.TypeFor[metav1.ObjectMeta]()
+
+// uniqueFields are the fields of ObjectMeta whose strings no other object
+// of a store holds: its name, UID and resource version. Held, each would
+// cost the table an entry and save nothing. A resource version changes
+// with every update.
+var uniqueFields = map[string]bool{"Name": true, "UID": true, "ResourceVersion": true}
 
 // sliceHeader is how a slice lies in memory.
 type sliceHeader struct {

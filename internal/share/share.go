@@ -3,7 +3,8 @@
 // A [Table] hash-conses objects. As it takes one, it replaces each part
 // equal to a part it holds with that part's canonical copy. Parts are
 // strings, pointers, slices and maps, at any depth, in typed and
-// unstructured objects.
+// unstructured objects. An object's name, UID and resource version are
+// left as they are: no other object holds them.
 //
 // # Exactness
 //
@@ -250,7 +251,15 @@ func (t *Table) walkAt(s *shape, p unsafe.Pointer, m mode) uint64 {
 	switch s.kind {
 	case reflect.String:
 		sp := (*string)(p)
-		c := t.str(*sp)
+		c := ""
+		if !s.unique {
+			c = t.str(*sp)
+		} else if *sp != "" {
+			// Its object alone holds it: counted as the table's, so that
+			// Bytes counts it once.
+			t.bytes += int64(len(*sp))
+			return maphash.String(t.seed, *sp)
+		}
 		if m == owning && !sameString(c, *sp) {
 			*sp = c
 		}
@@ -864,6 +873,9 @@ func sameString(a, b string) bool {
 // exactly when their memory is. Behind an unexported field (hidden), a
 // string is not made canonical, so it is not flat.
 func flat(typ reflect.Type, hidden bool) bool {
+	if typ == objectMetaType {
+		return false // its unique strings are not made canonical
+	}
 	switch typ.Kind() {
 	case reflect.Interface, reflect.Chan, reflect.Func, reflect.UnsafePointer:
 		return false

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/fxkube/fxkube/internal/workload"
@@ -501,4 +502,46 @@ func snapshot(m *mapped) []uintptr {
 	add(unsafe.Pointer(unsafe.SliceData(spec["tags"].([]any))))
 	add(unsafe.Pointer(spec["ref"].(*corev1.ObjectReference)))
 	return at
+}
+
+// Names, UIDs and resource versions are never held: no other object of a
+// store holds them. Parts that hold metadata are still compared exactly,
+// by content.
+func TestUniqueMetadataIsNotHeld(t *testing.T) {
+	table := New(cache.NewStore(cache.MetaNamespaceKeyFunc))
+	cm := func(i int) *corev1.ConfigMap {
+		c := &corev1.ConfigMap{Data: map[string]string{"k": "v"}}
+		c.Name, c.Namespace = fmt.Sprint("cm-", i), "shop"
+		c.UID, c.ResourceVersion = types.UID(fmt.Sprint("uid-", i)), fmt.Sprint(1000+i)
+		raw, err := c.Marshal()
+		require.NoError(t, err)
+		out := &corev1.ConfigMap{}
+		require.NoError(t, out.Unmarshal(raw))
+		return out
+	}
+	table.Take(cm(0))
+	parts := table.Len()
+	for i := 1; i < 100; i++ {
+		table.Take(cm(i))
+	}
+	assert.Equal(t, parts, table.Len(), "ConfigMaps that differ only in name, UID and version add nothing")
+	assert.Positive(t, table.Bytes(0), "their strings are counted")
+
+	type templates struct {
+		metav1.ObjectMeta
+		Templates []corev1.PodTemplateSpec
+	}
+	template := func(name string) []corev1.PodTemplateSpec {
+		return []corev1.PodTemplateSpec{{ObjectMeta: metav1.ObjectMeta{Name: strings.Clone(name), Labels: map[string]string{"app": "web"}}}}
+	}
+	a := &templates{Templates: template("web")}
+	b := &templates{Templates: template("web")}
+	c := &templates{Templates: template("db")}
+	for _, o := range []*templates{a, b, c} {
+		table.Take(o)
+	}
+	assert.Same(t, unsafe.SliceData(a.Templates), unsafe.SliceData(b.Templates), "equal templates are shared")
+	assert.NotSame(t, unsafe.SliceData(a.Templates), unsafe.SliceData(c.Templates), "templates that differ in name are not")
+	assert.Equal(t, "db", c.Templates[0].Name)
+	assert.True(t, sameMap(a.Templates[0].Labels, c.Templates[0].Labels), "their labels are")
 }
