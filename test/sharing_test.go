@@ -139,18 +139,7 @@ func TestSharedStoreMatchesTheAPIServer(t *testing.T) {
 	}, 30*time.Second, 50*time.Millisecond, "the store sees every Pod deleted")
 	require.Eventually(t, func() bool {
 		runtime.GC()
-		info := storeInfo(t, reg, pods.Key())
+		info := testenv.StoreInfo(t, reg, pods.Key())
 		return info.Bytes == 0 && container.Value() == nil
 	}, 10*time.Second, 50*time.Millisecond, "no part of a deleted Pod is held")
-}
-
-func storeInfo(t *testing.T, reg *fxstore.Registry, key fxstore.Key) fxstore.StoreInfo {
-	t.Helper()
-	for _, info := range reg.Stores() {
-		if info.Key == key {
-			return info
-		}
-	}
-	t.Fatalf("no store %s", key)
-	return fxstore.StoreInfo{}
 }

@@ -169,7 +169,7 @@ func TestCRDDeletedAndRecreated(t *testing.T) {
 	reported := logs.FilterMessageSnippet("store failing").FilterField(zap.Stringer("store", widgets.Key()))
 	require.NotZero(t, reported.Len(), "the broken store is logged")
 	t.Logf("logged: %s", reported.All()[0].ContextMap()["error"])
-	info := storeInfo(t, registry, widgets.Key())
+	info := testenv.StoreInfo(t, registry, widgets.Key())
 	require.Error(t, info.Status.LastError)
 	assert.True(t, apierrors.IsNotFound(info.Status.LastError), "the store's last error says its resource is not found: %v", info.Status.LastError)
 
@@ -198,22 +198,10 @@ func TestCRDDeletedAndRecreated(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	assert.Equal(t, errorsAfter, scrapeMetrics(t, metricsAddr).value("fxkube_store_list_watch_errors_total", map[string]string{"store": store}),
 		"no more errors once recovered")
-	assert.NoError(t, storeInfo(t, registry, widgets.Key()).Status.LastError, "a recovered store reports no error")
+	assert.NoError(t, testenv.StoreInfo(t, registry, widgets.Key()).Status.LastError, "a recovered store reports no error")
 	assert.NotZero(t, logs.FilterMessage("store recovered").FilterField(zap.Stringer("store", widgets.Key())).Len(),
 		"the recovery is logged")
 	uninstallWidgets(t, admin)
-}
-
-// storeInfo returns what the app's registry reports about the store with key.
-func storeInfo(t *testing.T, r *fxstore.Registry, key fxstore.Key) fxstore.StoreInfo {
-	t.Helper()
-	for _, info := range r.Stores() {
-		if info.Key == key {
-			return info
-		}
-	}
-	t.Fatalf("no store %s", key)
-	return fxstore.StoreInfo{}
 }
 
 func statusOf(t *testing.T, addr, path string) int {
