@@ -32,7 +32,7 @@
 //
 // Once that is half of what it holds, or its owner holds nothing, it
 // rebuilds itself from the objects its owner still holds and those taken
-// since: what no object holds any more is gone. Churn does not grow it,
+// but not held yet: what no object holds any more is gone. Churn does not grow it,
 // and a table whose owner holds nothing is empty. An initial list only
 // adds, and never rebuilds. The owner tells the table what it holds and
 // drops, through [Table.Held] and [Table.Dropped].
