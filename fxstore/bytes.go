@@ -1,7 +1,9 @@
 package fxstore
 
 import (
+	"encoding"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -9,13 +11,16 @@ import (
 	"strings"
 	"unique"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/fxkube/fxkube/internal/informers"
+	"github.com/fxkube/fxkube/internal/share"
 )
 
 // held is an object as a store held as bytes keeps it: its encoding, the
@@ -72,21 +77,86 @@ func (l labelSet) Get(key string) string {
 }
 
 // wireCodec encodes a store's objects for HeldAsBytes: protobuf where the
-// type has it (every built-in kind), JSON otherwise.
+// type has it (every built-in kind), JSON otherwise, as client-go's JSON
+// serializer does.
 type wireCodec struct {
 	typ reflect.Type // the objects' struct type
+	// check decodes each object's JSON as it is taken, to see that it
+	// gives the object back (see jsonMayChange).
+	check bool
 }
 
+// protoMessage is a type with generated protobuf code, as every
+// built-in kind has: what it marshals unmarshals back to the same object.
 type protoMessage interface {
+	k8sruntime.ProtobufReverseMarshaller
 	Marshal() ([]byte, error)
 	Unmarshal([]byte) error
 }
 
 func newWireCodec(example k8sruntime.Object) wireCodec {
-	return wireCodec{typ: reflect.TypeOf(example).Elem()}
+	typ := reflect.TypeOf(example).Elem()
+	return wireCodec{typ: typ, check: jsonMayChange(typ)}
 }
 
-// encode returns obj held as bytes.
+// jsonMayChange reports whether JSON may not give back a value of type t
+// as it was: t holds a type with JSON methods of its own from outside
+// Kubernetes' packages, or a field JSON leaves out. Kubernetes' own types
+// decode what they encode.
+func jsonMayChange(t reflect.Type) bool { return mayChange(t, make(map[reflect.Type]bool)) }
+
+func mayChange(t reflect.Type, seen map[reflect.Type]bool) bool {
+	if seen[t] {
+		return false
+	}
+	seen[t] = true
+	switch {
+	case t.Kind() == reflect.Pointer:
+		return mayChange(t.Elem(), seen)
+	case ownJSON(t):
+		return !strings.HasPrefix(t.PkgPath(), "k8s.io/")
+	}
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
+		return mayChange(t.Elem(), seen)
+	case reflect.Map:
+		return mayChange(t.Key(), seen) || mayChange(t.Elem(), seen)
+	case reflect.Struct:
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if (!f.IsExported() && !f.Anonymous) || f.Tag.Get("json") == "-" {
+				if !strings.HasPrefix(t.PkgPath(), "k8s.io/") {
+					return true
+				}
+				continue
+			}
+			if mayChange(f.Type, seen) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// jsonMethods are the interfaces through which a type encodes itself.
+var jsonMethods = []reflect.Type{
+	reflect.TypeFor[json.Marshaler](), reflect.TypeFor[json.Unmarshaler](),
+	reflect.TypeFor[encoding.TextMarshaler](), reflect.TypeFor[encoding.TextUnmarshaler](),
+}
+
+// ownJSON reports whether t, or a pointer to it, encodes itself.
+func ownJSON(t reflect.Type) bool {
+	p := reflect.PointerTo(t)
+	for _, m := range jsonMethods {
+		if t.Implements(m) || p.Implements(m) {
+			return true
+		}
+	}
+	return false
+}
+
+// encode returns obj held as bytes. It fails if the encoding would not
+// decode back to obj: the caller then keeps obj as it is.
 func (c wireCodec) encode(obj any) (any, error) {
 	o, ok := obj.(interface {
 		metav1.Object
@@ -102,10 +172,10 @@ func (c wireCodec) encode(obj any) (any, error) {
 	if m, ok := obj.(protoMessage); ok {
 		raw, err = m.Marshal()
 	} else {
-		raw, err = json.Marshal(obj)
+		raw, err = c.encodeJSON(obj)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("encode %s/%s to hold it as bytes: %w", o.GetNamespace(), o.GetName(), err)
+		return nil, fmt.Errorf("hold %s/%s as bytes: %w", o.GetNamespace(), o.GetName(), err)
 	}
 	return &held{
 		ObjectMeta: metav1.ObjectMeta{Namespace: o.GetNamespace(), Name: o.GetName(), ResourceVersion: o.GetResourceVersion()},
@@ -113,6 +183,24 @@ func (c wireCodec) encode(obj any) (any, error) {
 		raw:        raw,
 		labels:     newLabelSet(o.GetLabels()),
 	}, nil
+}
+
+// encodeJSON returns obj as JSON, checked to decode back to obj if its
+// type may not: a type's own MarshalJSON and UnmarshalJSON may disagree,
+// and a transform may set fields that JSON leaves out.
+func (c wireCodec) encodeJSON(obj any) ([]byte, error) {
+	raw, err := utiljson.Marshal(obj)
+	if err != nil || !c.check {
+		return raw, err
+	}
+	back := reflect.New(c.typ).Interface()
+	if err := utiljson.Unmarshal(raw, back); err != nil {
+		return nil, fmt.Errorf("its JSON does not decode: %w", err)
+	}
+	if !equality.Semantic.DeepEqual(obj, back) {
+		return nil, errors.New("its JSON decodes to a different object")
+	}
+	return raw, nil
 }
 
 // decode returns the object h holds, made anew; anything else as it is.
@@ -125,10 +213,11 @@ func (c wireCodec) decode(obj any) any {
 		if m, ok := out.(protoMessage); ok {
 			err = m.Unmarshal(h.raw)
 		} else {
-			err = json.Unmarshal(h.raw, out)
+			err = utiljson.Unmarshal(h.raw, out)
 		}
 		if err != nil {
-			// The bytes are what encode made of a valid object.
+			// Generated protobuf and Kubernetes' JSON types decode what they
+			// encode; encode checked any other type's.
 			panic(fmt.Sprintf("fxstore: decode %s/%s held as bytes: %v", h.Namespace, h.Name, err))
 		}
 		if !h.gvk.Empty() {
@@ -196,12 +285,15 @@ func (b heldAsBytes) selected(namespace string, sel labels.Selector) ([]any, err
 	return out, nil
 }
 
-// heapBytes sums the encodings and what holds them.
+// heapBytes sums the encodings and what holds them, and sizes the objects
+// kept decoded.
 func (b heldAsBytes) heapBytes(int) int64 {
 	var n int64
 	for _, obj := range b.e.informer.GetIndexer().List() {
 		if h, ok := obj.(*held); ok {
 			n += int64(reflect.TypeFor[held]().Size()) + int64(cap(h.raw)+len(h.Namespace)+len(h.Name)+len(h.ResourceVersion))
+		} else {
+			n += share.Size(obj)
 		}
 	}
 	return n

@@ -1,18 +1,27 @@
 package fxstore_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -113,6 +122,70 @@ func TestHeldAsBytes(t *testing.T) {
 	assert.Equal(t, "3", got.Data["k"])
 }
 
+// Built-in kinds are held as protobuf, others as JSON.
+func TestHeldAsBytesEncodings(t *testing.T) {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "web-0", Labels: map[string]string{"app": "web"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx:1.27"}}},
+	}
+	raw, err := fxstore.HeldEncoding(pod)
+	require.NoError(t, err)
+	assert.False(t, json.Valid(raw), "a Pod is held as protobuf")
+	back := &corev1.Pod{}
+	require.NoError(t, back.Unmarshal(raw))
+	assert.Equal(t, pod, back)
+
+	for _, obj := range []k8sruntime.Object{
+		&widget{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "w"}, Mode: "quiet"},
+		&unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "c"}}},
+	} {
+		raw, err := fxstore.HeldEncoding(obj)
+		require.NoError(t, err)
+		assert.True(t, json.Valid(raw), "%T is held as JSON", obj)
+	}
+}
+
+// An object held as JSON is checked to decode back to itself only if its
+// type may not: Kubernetes' own types decode what they encode.
+func TestJSONMayChange(t *testing.T) {
+	type (
+		spec struct {
+			Created  metav1.Time                 `json:"created"`
+			Values   map[string]any              `json:"values"`
+			Selector *metav1.LabelSelector       `json:"selector"`
+			Extra    []unstructured.Unstructured `json:"extra"`
+		}
+		ownKind struct {
+			metav1.ObjectMeta `json:"metadata"`
+			Spec              spec `json:"spec"`
+		}
+		hidden struct {
+			Spec   spec   `json:"spec"`
+			cached string //nolint:unused // a field JSON leaves out
+		}
+		nested struct {
+			Items []*widget `json:"items"`
+		}
+	)
+	tests := []struct {
+		give reflect.Type
+		want bool
+	}{
+		{reflect.TypeFor[corev1.Pod](), false},
+		{reflect.TypeFor[unstructured.Unstructured](), false},
+		{reflect.TypeFor[ownKind](), false},
+		{reflect.TypeFor[widget](), true}, // a field left out, and UnmarshalJSON of its own
+		{reflect.TypeFor[lowercase](), true},
+		{reflect.TypeFor[hidden](), true},
+		{reflect.TypeFor[nested](), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.give.String(), func(t *testing.T) {
+			assert.Equal(t, tt.want, fxstore.JSONMayChange(tt.give))
+		})
+	}
+}
+
 // HeldAsBytes is asked before a store starts: a store holding objects
 // cannot turn to bytes.
 func TestHeldAsBytesAfterStart(t *testing.T) {
@@ -175,4 +248,100 @@ func TestHeldAsBytesListsBySelector(t *testing.T) {
 	few := testing.AllocsPerRun(10, func() { _, _ = asBytes.List(one) })
 	t.Logf("allocations: %.0f to list all 90, %.0f to list the %d selected", all, few, len(selected))
 	assert.Less(t, few, all/10)
+}
+
+// A store held as bytes keeps decoded an object its encoding would change:
+// reads return what the transform made, where they would have lost a
+// field or failed to decode. One warning names the store and the fix.
+func TestHeldAsBytesKeepsDecodedWhatJSONWouldChange(t *testing.T) {
+	scheme := k8sruntime.NewScheme()
+	scheme.AddKnownTypes(widgetVersion, &widget{}, &widgetList{})
+	metav1.AddToGroupVersion(scheme, widgetVersion)
+	core, logs := observer.New(zapcore.WarnLevel)
+	r := fxstore.NewRegistry(scheme, fxstore.WithLogger(zap.New(core)))
+	transform := fxstore.Transform{Name: "annotate", Func: func(obj any) (any, error) {
+		w := obj.(*widget)
+		switch w.Name {
+		case "loud":
+			w.Mode = "LOUD" // valid to marshal, refused by UnmarshalJSON
+		case "noted":
+			w.Note = "set by the transform" // left out of JSON
+		}
+		return w, nil
+	}}
+	store, err := fxstore.For[*widget](r, fxstore.Spec{Transform: transform}, fxstore.HeldAsBytes())
+	require.NoError(t, err)
+	fxstoretest.Start(t, r, fxstoretest.NewSource(scheme,
+		&widget{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "loud"}, Mode: "quiet"},
+		&widget{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "noted"}, Mode: "quiet"},
+		&widget{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "plain"}, Mode: "quiet"},
+	))
+
+	loud, err := store.Get("a", "loud")
+	require.NoError(t, err)
+	assert.Equal(t, lowercase("LOUD"), loud.Mode)
+	noted, err := store.Get("a", "noted")
+	require.NoError(t, err)
+	assert.Equal(t, "set by the transform", noted.Note)
+	plain, err := store.Get("a", "plain")
+	require.NoError(t, err)
+	again, err := store.Get("a", "plain")
+	require.NoError(t, err)
+	assert.NotSame(t, plain, again, "an object that survives its JSON is held as bytes")
+	all, err := store.List()
+	require.NoError(t, err)
+	assert.Len(t, all, 3)
+
+	warnings := logs.FilterMessageSnippet("keeps objects decoded").All()
+	require.Len(t, warnings, 1, "one warning for the store")
+	fields := warnings[0].ContextMap()
+	assert.Equal(t, store.Key().String(), fields["store"])
+	assert.Contains(t, fields["error"], "a/")
+	assert.Contains(t, fields["fix"], "fxstore.HeldAsBytes()")
+}
+
+var widgetVersion = schema.GroupVersion{Group: "example.com", Version: "v1"}
+
+// widget is a custom kind whose JSON a transform can make change it.
+type widget struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Mode              lowercase `json:"mode"`
+	Note              string    `json:"-"`
+}
+
+// lowercase is a string that refuses upper case as it decodes.
+type lowercase string
+
+func (l *lowercase) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	if s != strings.ToLower(s) {
+		return fmt.Errorf("%q is not lower case", s)
+	}
+	*l = lowercase(s)
+	return nil
+}
+
+func (w *widget) DeepCopyObject() k8sruntime.Object {
+	out := *w
+	w.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	return &out
+}
+
+type widgetList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []widget `json:"items"`
+}
+
+func (l *widgetList) DeepCopyObject() k8sruntime.Object {
+	out := *l
+	out.Items = make([]widget, len(l.Items))
+	for i := range l.Items {
+		out.Items[i] = *l.Items[i].DeepCopyObject().(*widget)
+	}
+	return &out
 }

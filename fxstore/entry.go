@@ -88,6 +88,9 @@ type entry struct {
 	// outsideShard counts the objects the source sent outside the store's
 	// shard, dropped.
 	outsideShard atomic.Int64
+	// decodedObjects counts the objects a store held as bytes kept decoded
+	// (see keptDecoded).
+	decodedObjects atomic.Int64
 
 	mu         sync.Mutex
 	consumers  []string
@@ -340,7 +343,11 @@ func (e *entry) transformObject(obj any) (any, error) {
 		}
 	}
 	if e.asBytes {
-		return e.codec.encode(obj)
+		h, err := e.codec.encode(obj)
+		if err == nil {
+			return h, nil
+		}
+		e.keptDecoded(err)
 	}
 	if t := e.shared.Load(); t != nil {
 		t.Take(obj)
@@ -349,6 +356,17 @@ func (e *entry) transformObject(obj any) (any, error) {
 		d.take(e.key, obj)
 	}
 	return obj, nil
+}
+
+// keptDecoded records that a store held as bytes keeps an object decoded:
+// its encoding would not decode back to it. The store stays correct; it
+// only holds that object whole.
+func (e *entry) keptDecoded(err error) {
+	if e.decodedObjects.Add(1) == 1 {
+		e.registry.log.Warn("a store held as bytes keeps objects decoded that their encoding would change",
+			zap.Stringer("store", e.key), zap.Error(err),
+			zap.String("fix", "make the type's MarshalJSON and UnmarshalJSON agree and its transform set only fields JSON keeps, or leave out fxstore.HeldAsBytes()"))
+	}
 }
 
 // droppedOutsideShard records that the source sent an object outside the

@@ -4,6 +4,8 @@ import (
 	"context"
 	"reflect"
 
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -17,6 +19,7 @@ var (
 	KeyMatcher             = matcherOf
 	ListFactory            = listFactory
 	NewListerWatcher       = newListerWatcher
+	JSONMayChange          = jsonMayChange
 )
 
 // Covers reports whether a store of broad can serve narrow as a view.
@@ -55,3 +58,12 @@ type listCheckSource struct {
 }
 
 func (s listCheckSource) checkList(ctx context.Context, key Key) error { return s.check(ctx, key) }
+
+// HeldEncoding returns the bytes a store held as bytes keeps of obj.
+func HeldEncoding(obj k8sruntime.Object) ([]byte, error) {
+	h, err := newWireCodec(obj).encode(obj)
+	if err != nil {
+		return nil, err
+	}
+	return h.(*held).raw, nil
+}

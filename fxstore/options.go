@@ -213,6 +213,12 @@ func WithoutSharing() Option {
 // index function decodes the object anew. Reads then cost a decode and
 // allocate, but give the caller a copy of its own.
 //
+// JSON may not give an object back: a type's own MarshalJSON and
+// UnmarshalJSON may disagree, and a transform may set a field JSON leaves
+// out. So a type with either, from outside Kubernetes' packages, has each
+// object decoded once as it is taken, to check. An object JSON would
+// change is kept decoded, with a warning.
+//
 // Use it for a store read rarely: a kind listed once per reconcile of
 // something else, or watched only to trigger. It applies to the store of
 // the spec, for every module that asks for it, and must be asked before
