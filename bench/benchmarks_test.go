@@ -287,8 +287,11 @@ func BenchmarkPods(b *testing.B) {
 			k := w.kinds[0]
 			for _, sys := range kindsSystems {
 				b.Run("system="+sys, func(b *testing.B) {
-					var runs []*childResult
+					var runs, empties []*childResult
 					for b.Loop() {
+						waitIdle(b, kube.RESTClient(), idle, wl.resources)
+						settle(b)
+						empties = append(empties, spawn(b, childParams{System: sys, Kinds: w.name, Empty: true}))
 						waitIdle(b, kube.RESTClient(), idle, wl.resources)
 						settle(b)
 						p := childParams{System: sys, Kinds: w.name, Objects: w.objects, Received: min(kindsBurst, w.objects), FirstVersion: nextVersion()}
@@ -299,7 +302,9 @@ func BenchmarkPods(b *testing.B) {
 						}))
 					}
 					b.ReportMetric(0, "ns/op")
-					for name, v := range systemMetrics(runs) {
+					metrics := systemMetrics(runs)
+					metrics[mHeapEmpty], metrics[mHeapPerObject] = heapAboveEmpty(runs, empties)
+					for name, v := range metrics {
 						b.ReportMetric(v, name)
 						kindResults.record(w.objects, kindsName(w, sys), name, v)
 					}

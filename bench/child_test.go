@@ -82,10 +82,13 @@ type childParams struct {
 	// Overlap, when set, runs the overlap workload of that variant.
 	Overlap *overlapVariant `json:"overlap,omitempty"`
 	// Kinds, when set, names the kinds workload to run (BenchmarkPods).
-	Kinds   string `json:"kinds,omitempty"`
-	Objects int    `json:"objects"`
-	Burst   int    `json:"burst"`  // ConfigMaps updated per round
-	Rounds  int    `json:"rounds"` // rounds of updates; none: no burst
+	Kinds string `json:"kinds,omitempty"`
+	// Empty runs the kinds workload's stores on a selector that selects
+	// nothing: the heap the system takes with no objects.
+	Empty   bool `json:"empty,omitempty"`
+	Objects int  `json:"objects"`
+	Burst   int  `json:"burst"`  // ConfigMaps updated per round
+	Rounds  int  `json:"rounds"` // rounds of updates; none: no burst
 	// Received is how many objects the benchmark process updates to
 	// FirstVersion once the child is ready: the child only receives them.
 	Received int `json:"received,omitempty"`
@@ -101,6 +104,9 @@ func (p childParams) profile(kind string) string {
 	}
 	if p.Operators > 0 {
 		return fmt.Sprintf("%s-%d-operators-%d.%s", p.System, p.Objects, p.Operators, kind)
+	}
+	if p.Kinds != "" && p.Empty {
+		return fmt.Sprintf("%s-%s-empty.%s", p.System, p.Kinds, kind)
 	}
 	if p.Kinds != "" {
 		return fmt.Sprintf("%s-%s.%s", p.System, p.Kinds, kind)
@@ -118,6 +124,9 @@ func (p childParams) workload() (workload, error) {
 		w, ok := kindsWorkloadNamed(p.Kinds)
 		if !ok {
 			return workload{}, fmt.Errorf("no kinds workload %q", p.Kinds)
+		}
+		if p.Empty {
+			w = w.selectingNothing()
 		}
 		return w.workload(), nil
 	}

@@ -251,6 +251,36 @@ var kindsWorkloads = []kindsWorkload{
 	{"objects", "the suite's ConfigMaps, Secrets and Deployments", []*storeKind{&configMapStore, &secretStore, &deploymentStore}, 10_000, &objects},
 }
 
+// selectingNothing returns w with stores that select no object: run on
+// it, a system takes the heap it takes whatever its stores hold.
+func (w kindsWorkload) selectingNothing() kindsWorkload {
+	kinds := make([]*storeKind, len(w.kinds))
+	for i, k := range w.kinds {
+		none := *k
+		none.selector = "bench.fxkube.io/none"
+		kinds[i] = &none
+	}
+	w.kinds = kinds
+	return w
+}
+
+// heapAboveEmpty returns the mean heap the system took with stores that
+// hold nothing (MiB), and the mean heap per object its runs took above
+// that (KiB): what the objects cost, without what the system costs
+// whatever it holds. Run i and empty i ran back to back.
+func heapAboveEmpty(runs, empties []*childResult) (emptyMiB, perObjectKiB float64) {
+	for i, r := range runs {
+		held := 0
+		for _, c := range r.Counts {
+			held += c
+		}
+		emptyMiB += float64(empties[i].HeapInuse) / (1 << 20)
+		perObjectKiB += float64(r.HeapInuse-empties[i].HeapInuse) / 1024 / float64(max(held, 1))
+	}
+	n := float64(len(runs))
+	return emptyMiB / n, perObjectKiB / n
+}
+
 // fxkubeUnshared is fxkube with fxstore.WithoutSharing() on every store.
 const fxkubeUnshared = "fxkube-unshared"
 

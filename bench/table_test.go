@@ -38,6 +38,7 @@ const (
 	mEventCPU      = "cpu-us/event"
 	mIdleCPU       = "idle-cpu-ms/s"
 	mHeapPerObject = "heap-KiB/object"
+	mHeapEmpty     = "heap-empty-MiB" // the system's with stores that hold nothing
 	mPreflight     = "preflight-ms"
 	mSyncLogged    = "all-synced-ms"
 	mStartReturned = "start-ms"
