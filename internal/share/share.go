@@ -37,6 +37,15 @@
 // adds, and never rebuilds. The owner tells the table what it holds and
 // drops, through [Table.Held] and [Table.Dropped].
 //
+// # Encodings
+//
+// A [Wire] holds a protobuf encoding in parts, for a store held as bytes.
+// A [WireSplitter] shares a field once it has seen it before, or if the
+// encoding an update replaces holds it; otherwise it splits the field's
+// own fields in turn. Shared fields are held through package unique, so a
+// field no encoding holds is released by the collector. A hash only picks
+// the fields to share: unique compares them whole.
+//
 // # Contract
 //
 // Objects taken are shared with each other: nothing may change them, or

@@ -1,0 +1,235 @@
+package share
+
+import (
+	"encoding/binary"
+	"hash/maphash"
+	"iter"
+	"sync/atomic"
+	"unique"
+	"unsafe"
+)
+
+// A Wire is a protobuf encoding held in parts. A field that other
+// encodings repeat is held once per process, as a [unique.Handle]; the
+// rest is held inline. Its bytes, in order, are the encoding's.
+//
+// A shared part is released once no Wire holds it: unique's canonical
+// copies are weakly held.
+type Wire struct {
+	inline []byte
+	parts  []wirePart
+	n      int // the encoding's length
+}
+
+// wirePart is a shared field, placed before inline[at:].
+type wirePart struct {
+	at    int
+	field unique.Handle[string]
+}
+
+// Whole returns raw held whole, inline: an encoding that is not protobuf.
+func Whole(raw []byte) Wire { return Wire{inline: raw, n: len(raw)} }
+
+// WireFieldBytes estimates the heap a shared field takes: its bytes, and
+// the canonical copy's entry in unique's table.
+func WireFieldBytes(f unique.Handle[string]) int64 { return int64(len(f.Value())) + uniqueEntryBytes }
+
+// uniqueEntryBytes is about what unique's table takes per value besides
+// the value: the value's box, its weak pointer and the map's entry.
+const uniqueEntryBytes = 64
+
+// Len returns the length of w's encoding.
+func (w Wire) Len() int { return w.n }
+
+// AppendTo appends w's encoding to dst.
+func (w Wire) AppendTo(dst []byte) []byte {
+	prev := 0
+	for _, p := range w.parts {
+		dst = append(dst, w.inline[prev:p.at]...)
+		dst = append(dst, p.field.Value()...)
+		prev = p.at
+	}
+	return append(dst, w.inline[prev:]...)
+}
+
+// InlineBytes returns the heap w holds of its own: its inline bytes and
+// its references to shared parts.
+func (w Wire) InlineBytes() int64 {
+	return int64(cap(w.inline)) + int64(cap(w.parts))*int64(unsafe.Sizeof(wirePart{}))
+}
+
+// Shared returns w's shared parts.
+func (w Wire) Shared() iter.Seq[unique.Handle[string]] {
+	return func(yield func(unique.Handle[string]) bool) {
+		for _, p := range w.parts {
+			if !yield(p.field) {
+				return
+			}
+		}
+	}
+}
+
+// A WireSplitter splits protobuf encodings into Wires. A field is shared
+// once the splitter has seen it before, in an encoding it split or in
+// the one an encoding replaces; a field seen first is split in turn, in
+// case its own fields repeat. Safe for concurrent use.
+type WireSplitter struct {
+	seed maphash.Seed
+	// seen holds a tag of each field seen, by hash: a direct-mapped
+	// filter, so that it takes fixed memory. A field whose slot another
+	// took is seen anew; one whose tag a different field shares is
+	// shared early, no harm done.
+	seen []atomic.Uint32
+}
+
+const (
+	// minSharedField is the shortest field shared: a shorter one costs
+	// less inline than a reference and its canonical copy's entry.
+	minSharedField = 16
+	// seenSlots is the size of a splitter's filter: 64 KiB.
+	seenSlots = 1 << 14
+)
+
+// NewWireSplitter returns a splitter that has seen nothing.
+func NewWireSplitter() *WireSplitter {
+	return &WireSplitter{seed: maphash.MakeSeed(), seen: make([]atomic.Uint32, seenSlots)}
+}
+
+// Split returns raw held in parts. It shares the fields old holds first,
+// if old is the encoding raw replaces. If raw is not a protobuf message,
+// it is held inline, whole. Split keeps no reference to raw.
+func (s *WireSplitter) Split(raw []byte, old *Wire) Wire {
+	if !isMessage(raw) {
+		return Wire{inline: clone(raw), n: len(raw)}
+	}
+	b := &wireBuilder{s: s}
+	if old != nil && len(old.parts) > 0 {
+		b.old = make(map[string]unique.Handle[string], len(old.parts))
+		for _, p := range old.parts {
+			b.old[p.field.Value()] = p.field
+		}
+	}
+	b.split(raw)
+	w := Wire{inline: clone(b.inline), n: len(raw)}
+	if len(b.parts) > 0 {
+		w.parts = append([]wirePart(nil), b.parts...)
+	}
+	return w
+}
+
+func clone(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return append(make([]byte, 0, len(b)), b...)
+}
+
+// seenBefore reports whether the splitter has seen field, and marks it
+// seen.
+func (s *WireSplitter) seenBefore(field []byte) bool {
+	h := maphash.Bytes(s.seed, field)
+	slot, tag := &s.seen[h%seenSlots], uint32(h>>32)|1
+	if slot.Load() == tag {
+		return true
+	}
+	slot.Store(tag)
+	return false
+}
+
+type wireBuilder struct {
+	s      *WireSplitter
+	old    map[string]unique.Handle[string]
+	inline []byte
+	parts  []wirePart
+}
+
+// split adds the fields of msg, a valid message.
+func (b *wireBuilder) split(msg []byte) {
+	for i := 0; i < len(msg); {
+		start := i
+		key, n := binary.Uvarint(msg[i:])
+		i += n
+		if key&7 != 2 {
+			i += fixedLen(key&7, msg[i:])
+			b.inline = append(b.inline, msg[start:i]...)
+			continue
+		}
+		l, n := binary.Uvarint(msg[i:])
+		payload := i + n
+		i = payload + int(l)
+		field := msg[start:i]
+		if len(field) < minSharedField {
+			b.inline = append(b.inline, field...)
+			continue
+		}
+		if h, ok := b.old[string(field)]; ok {
+			b.share(h)
+			continue
+		}
+		if b.s.seenBefore(field) {
+			b.share(unique.Make(string(field)))
+			continue
+		}
+		if isMessage(msg[payload:i]) {
+			b.inline = append(b.inline, msg[start:payload]...)
+			b.split(msg[payload:i])
+			continue
+		}
+		b.inline = append(b.inline, field...)
+	}
+}
+
+func (b *wireBuilder) share(h unique.Handle[string]) {
+	b.parts = append(b.parts, wirePart{at: len(b.inline), field: h})
+}
+
+// fixedLen returns the length of the value of a field of wire type wt
+// that is not length-delimited, at the start of b.
+func fixedLen(wt uint64, b []byte) int {
+	switch wt {
+	case 0:
+		_, n := binary.Uvarint(b)
+		return n
+	case 1:
+		return 8
+	default: // 5
+		return 4
+	}
+}
+
+// isMessage reports whether b parses as protobuf fields. A string may
+// parse too: splitting it is harmless, as a Wire's bytes are the
+// encoding's whatever its parts.
+func isMessage(b []byte) bool {
+	for i := 0; i < len(b); {
+		key, n := binary.Uvarint(b[i:])
+		if n <= 0 || key>>3 == 0 {
+			return false
+		}
+		i += n
+		switch key & 7 {
+		case 0:
+			_, n := binary.Uvarint(b[i:])
+			if n <= 0 {
+				return false
+			}
+			i += n
+		case 1:
+			i += 8
+		case 5:
+			i += 4
+		case 2:
+			l, n := binary.Uvarint(b[i:])
+			if n <= 0 || l > uint64(len(b)-i-n) {
+				return false
+			}
+			i += n + int(l)
+		default:
+			return false
+		}
+		if i > len(b) {
+			return false
+		}
+	}
+	return true
+}
