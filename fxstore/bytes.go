@@ -25,11 +25,13 @@ import (
 
 // held is an object as a store held as bytes keeps it: its encoding, the
 // metadata its informer's keys and namespace index need, and its labels,
-// so that a List selects before it decodes.
+// so that a List selects before it decodes. A protobuf encoding shares
+// the fields other objects repeat.
 type held struct {
 	metav1.ObjectMeta
 	gvk    schema.GroupVersionKind
-	raw    []byte
+	wire   share.Wire
+	proto  bool
 	labels labelSet
 }
 
@@ -81,6 +83,8 @@ func (l labelSet) Get(key string) string {
 // serializer does.
 type wireCodec struct {
 	typ reflect.Type // the objects' struct type
+	// split shares the fields protobuf encodings repeat.
+	split *share.WireSplitter
 	// check decodes each object's JSON as it is taken, to see that it
 	// gives the object back (see jsonMayChange).
 	check bool
@@ -96,7 +100,7 @@ type protoMessage interface {
 
 func newWireCodec(example k8sruntime.Object) wireCodec {
 	typ := reflect.TypeOf(example).Elem()
-	return wireCodec{typ: typ, check: jsonMayChange(typ)}
+	return wireCodec{typ: typ, split: share.NewWireSplitter(), check: jsonMayChange(typ)}
 }
 
 // jsonMayChange reports whether JSON may not give back a value of type t
@@ -155,9 +159,10 @@ func ownJSON(t reflect.Type) bool {
 	return false
 }
 
-// encode returns obj held as bytes. It fails if the encoding would not
-// decode back to obj: the caller then keeps obj as it is.
-func (c wireCodec) encode(obj any) (any, error) {
+// encode returns obj held as bytes, sharing what old, the object it
+// replaces, holds. It fails if the encoding would not decode back to
+// obj: the caller then keeps obj as it is.
+func (c wireCodec) encode(obj, old any) (any, error) {
 	o, ok := obj.(interface {
 		metav1.Object
 		k8sruntime.Object
@@ -165,24 +170,34 @@ func (c wireCodec) encode(obj any) (any, error) {
 	if !ok {
 		return obj, nil // a tombstone or what a transform made: kept as it is
 	}
+	h := &held{
+		ObjectMeta: metav1.ObjectMeta{Namespace: o.GetNamespace(), Name: o.GetName(), ResourceVersion: o.GetResourceVersion()},
+		gvk:        o.GetObjectKind().GroupVersionKind(),
+		labels:     newLabelSet(o.GetLabels()),
+	}
 	var (
 		raw []byte
 		err error
 	)
 	if m, ok := obj.(protoMessage); ok {
 		raw, err = m.Marshal()
+		h.proto = true
 	} else {
 		raw, err = c.encodeJSON(obj)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("hold %s/%s as bytes: %w", o.GetNamespace(), o.GetName(), err)
 	}
-	return &held{
-		ObjectMeta: metav1.ObjectMeta{Namespace: o.GetNamespace(), Name: o.GetName(), ResourceVersion: o.GetResourceVersion()},
-		gvk:        o.GetObjectKind().GroupVersionKind(),
-		raw:        raw,
-		labels:     newLabelSet(o.GetLabels()),
-	}, nil
+	if h.proto {
+		var replaced *share.Wire
+		if o, ok := old.(*held); ok {
+			replaced = &o.wire
+		}
+		h.wire = c.split.Split(raw, replaced)
+	} else {
+		h.wire = share.Whole(raw)
+	}
+	return h, nil
 }
 
 // encodeJSON returns obj as JSON, checked to decode back to obj if its
@@ -207,13 +222,13 @@ func (c wireCodec) encodeJSON(obj any) ([]byte, error) {
 func (c wireCodec) decode(obj any) any {
 	switch h := obj.(type) {
 	case *held:
-		v := reflect.New(c.typ)
-		out := v.Interface()
+		out := reflect.New(c.typ).Interface()
+		raw := h.wire.AppendTo(make([]byte, 0, h.wire.Len()))
 		var err error
-		if m, ok := out.(protoMessage); ok {
-			err = m.Unmarshal(h.raw)
+		if m, ok := out.(protoMessage); ok && h.proto {
+			err = m.Unmarshal(raw)
 		} else {
-			err = utiljson.Unmarshal(h.raw, out)
+			err = utiljson.Unmarshal(raw, out)
 		}
 		if err != nil {
 			// Generated protobuf and Kubernetes' JSON types decode what they
@@ -285,15 +300,23 @@ func (b heldAsBytes) selected(namespace string, sel labels.Selector) ([]any, err
 	return out, nil
 }
 
-// heapBytes sums the encodings and what holds them, and sizes the objects
-// kept decoded.
+// heapBytes sums the encodings and what holds them, each shared field
+// once, and sizes the objects kept decoded.
 func (b heldAsBytes) heapBytes(int) int64 {
 	var n int64
+	fields := make(map[unique.Handle[string]]struct{})
 	for _, obj := range b.e.informer.GetIndexer().List() {
-		if h, ok := obj.(*held); ok {
-			n += int64(reflect.TypeFor[held]().Size()) + int64(cap(h.raw)+len(h.Namespace)+len(h.Name)+len(h.ResourceVersion))
-		} else {
+		h, ok := obj.(*held)
+		if !ok {
 			n += share.Size(obj)
+			continue
+		}
+		n += int64(reflect.TypeFor[held]().Size()) + h.wire.InlineBytes() + int64(len(h.Namespace)+len(h.Name)+len(h.ResourceVersion))
+		for f := range h.wire.Shared() {
+			if _, ok := fields[f]; !ok {
+				fields[f] = struct{}{}
+				n += share.WireFieldBytes(f)
+			}
 		}
 	}
 	return n

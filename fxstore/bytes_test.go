@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -28,6 +29,8 @@ import (
 
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/fxstore/fxstoretest"
+	"github.com/fxkube/fxkube/internal/testenv"
+	"github.com/fxkube/fxkube/internal/workload"
 )
 
 // A store held as bytes reads, indexes and sends events as any other,
@@ -344,4 +347,43 @@ func (l *widgetList) DeepCopyObject() k8sruntime.Object {
 		out.Items[i] = *l.Items[i].DeepCopyObject().(*widget)
 	}
 	return &out
+}
+
+// A store held as bytes holds once the fields its objects' protobuf
+// encodings repeat: the replicas of a Deployment share their containers.
+func TestHeldAsBytesSharesWhatEncodingsRepeat(t *testing.T) {
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	store, err := fxstore.For[*corev1.Pod](r, fxstore.Spec{}, fxstore.HeldAsBytes())
+	require.NoError(t, err)
+	var pods []client.Object
+	for d := range 4 {
+		deployment := workload.Deployment("shop", d, 20)
+		for i := range 20 {
+			pods = append(pods, workload.Pod(deployment, i))
+		}
+	}
+	fxstoretest.Start(t, r, fxstoretest.NewSource(clientgoscheme.Scheme, pods...))
+
+	all, err := store.List()
+	require.NoError(t, err)
+	require.Len(t, all, len(pods))
+	byName := make(map[string]*corev1.Pod, len(pods))
+	for _, p := range pods {
+		byName[p.GetName()] = p.(*corev1.Pod)
+	}
+	encoded := 0
+	for _, pod := range all {
+		want := byName[pod.Name]
+		require.NotNil(t, want, pod.Name)
+		assert.True(t, equality.Semantic.DeepEqual(want.Spec, pod.Spec), pod.Name)
+		assert.True(t, equality.Semantic.DeepEqual(want.Status, pod.Status), pod.Name)
+		assert.Equal(t, want.Labels, pod.Labels)
+		raw, err := pod.Marshal()
+		require.NoError(t, err)
+		encoded += len(raw)
+	}
+	info := testenv.StoreInfo(t, r, store.Key())
+	t.Logf("%d Pods: %d B encoded, the store holds about %d B", len(all), encoded, info.Bytes)
+	// Unshared, the encodings alone would be more than 1×, with what holds them.
+	assert.Less(t, float64(info.Bytes), 0.7*float64(encoded))
 }

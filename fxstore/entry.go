@@ -343,7 +343,7 @@ func (e *entry) transformObject(obj any) (any, error) {
 		}
 	}
 	if e.asBytes {
-		h, err := e.codec.encode(obj)
+		h, err := e.codec.encode(obj, e.heldBefore(obj))
 		if err == nil {
 			return h, nil
 		}
@@ -356,6 +356,17 @@ func (e *entry) transformObject(obj any) (any, error) {
 		d.take(e.key, obj)
 	}
 	return obj, nil
+}
+
+// heldBefore returns what the store holds under obj's key: the object obj
+// replaces, if any.
+func (e *entry) heldBefore(obj any) any {
+	key, err := cache.MetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return nil
+	}
+	old, _, _ := e.informer.GetIndexer().GetByKey(key)
+	return old
 }
 
 // keptDecoded records that a store held as bytes keeps an object decoded:

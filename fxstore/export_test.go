@@ -61,9 +61,10 @@ func (s listCheckSource) checkList(ctx context.Context, key Key) error { return 
 
 // HeldEncoding returns the bytes a store held as bytes keeps of obj.
 func HeldEncoding(obj k8sruntime.Object) ([]byte, error) {
-	h, err := newWireCodec(obj).encode(obj)
+	h, err := newWireCodec(obj).encode(obj, nil)
 	if err != nil {
 		return nil, err
 	}
-	return h.(*held).raw, nil
+	w := h.(*held).wire
+	return w.AppendTo(nil), nil
 }

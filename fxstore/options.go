@@ -213,6 +213,10 @@ func WithoutSharing() Option {
 // index function decodes the object anew. Reads then cost a decode and
 // allocate, but give the caller a copy of its own.
 //
+// A protobuf encoding shares the fields other objects repeat: the
+// replicas of a Deployment hold one copy of their containers. A field is
+// shared once seen twice, or if the object an update replaces held it.
+//
 // JSON may not give an object back: a type's own MarshalJSON and
 // UnmarshalJSON may disagree, and a transform may set a field JSON leaves
 // out. So a type with either, from outside Kubernetes' packages, has each
