@@ -40,11 +40,13 @@
 // # Encodings
 //
 // A [Wire] holds a protobuf encoding in parts, for a store held as bytes.
-// A [WireSplitter] shares a field once it has seen it before, or if the
-// encoding an update replaces holds it; otherwise it splits the field's
-// own fields in turn. Shared fields are held through package unique, so a
-// field no encoding holds is released by the collector. A hash only picks
-// the fields to share: unique compares them whole.
+// A [WireSplitter] shares a field of 32 bytes or more if the encoding an
+// update replaces shares it, or once it has seen it in another encoding.
+// It splits any other such field that parses as a message, in case its
+// own fields repeat. Shorter fields stay inline. Shared fields are held
+// through package unique, so a field no encoding holds is released by the
+// collector. A hash only picks the fields to share: unique compares them
+// whole.
 //
 // # Contract
 //
