@@ -78,11 +78,13 @@ func (l labelSet) Get(key string) string {
 	return v
 }
 
-// wireCodec encodes a store's objects for HeldAsBytes: protobuf where the
-// type has it (every built-in kind), JSON otherwise, as client-go's JSON
-// serializer does.
+// wireCodec encodes the objects of a store held as bytes: protobuf where
+// the type has it (every built-in kind), JSON otherwise, as client-go's
+// JSON serializer does.
 type wireCodec struct {
 	typ reflect.Type // the objects' struct type
+	// proto is set for a Kubernetes type with generated protobuf code.
+	proto bool
 	// split shares the fields protobuf encodings repeat.
 	split *share.WireSplitter
 	// check decodes each object's JSON as it is taken, to see that it
@@ -98,15 +100,28 @@ type protoMessage interface {
 	Unmarshal([]byte) error
 }
 
-func newWireCodec(example k8sruntime.Object) wireCodec {
+// newWireCodec returns the codec of a store of example's type. Protobuf is
+// used only for Kubernetes' own types: another type may have promoted the
+// methods of a type it embeds, and encode that part alone.
+func newWireCodec(example k8sruntime.Object) *wireCodec {
 	typ := reflect.TypeOf(example).Elem()
-	return wireCodec{typ: typ, split: share.NewWireSplitter(), check: jsonMayChange(typ)}
+	_, proto := example.(protoMessage)
+	c := &wireCodec{typ: typ, proto: proto && kubernetes(typ)}
+	if c.proto {
+		c.split = share.NewWireSplitter()
+	} else {
+		c.check = jsonMayChange(typ)
+	}
+	return c
 }
+
+// kubernetes reports whether t is declared in one of Kubernetes' packages.
+func kubernetes(t reflect.Type) bool { return strings.HasPrefix(t.PkgPath(), "k8s.io/") }
 
 // jsonMayChange reports whether JSON may not give back a value of type t
 // as it was: t holds a type with JSON methods of its own from outside
-// Kubernetes' packages, or a field JSON leaves out. Kubernetes' own types
-// decode what they encode.
+// Kubernetes' packages, an interface, or a field JSON leaves out.
+// Kubernetes' own types give back what the API server sent.
 func jsonMayChange(t reflect.Type) bool { return mayChange(t, make(map[reflect.Type]bool)) }
 
 func mayChange(t reflect.Type, seen map[reflect.Type]bool) bool {
@@ -118,9 +133,13 @@ func mayChange(t reflect.Type, seen map[reflect.Type]bool) bool {
 	case t.Kind() == reflect.Pointer:
 		return mayChange(t.Elem(), seen)
 	case ownJSON(t):
-		return !strings.HasPrefix(t.PkgPath(), "k8s.io/")
+		return !kubernetes(t)
 	}
 	switch t.Kind() {
+	case reflect.Interface:
+		// JSON gives back maps, slices, strings, numbers and booleans
+		// only.
+		return true
 	case reflect.Slice, reflect.Array:
 		return mayChange(t.Elem(), seen)
 	case reflect.Map:
@@ -128,8 +147,8 @@ func mayChange(t reflect.Type, seen map[reflect.Type]bool) bool {
 	case reflect.Struct:
 		for i := range t.NumField() {
 			f := t.Field(i)
-			if (!f.IsExported() && !f.Anonymous) || f.Tag.Get("json") == "-" {
-				if !strings.HasPrefix(t.PkgPath(), "k8s.io/") {
+			if leftOut(f) {
+				if !kubernetes(t) {
 					return true
 				}
 				continue
@@ -140,6 +159,22 @@ func mayChange(t reflect.Type, seen map[reflect.Type]bool) bool {
 		}
 	}
 	return false
+}
+
+// leftOut reports whether JSON leaves out field f: an unexported field,
+// except an embedded struct whose fields JSON takes, or one tagged "-".
+func leftOut(f reflect.StructField) bool {
+	if f.Tag.Get("json") == "-" {
+		return true
+	}
+	if f.IsExported() {
+		return false
+	}
+	t := f.Type
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return !f.Anonymous || t.Kind() != reflect.Struct
 }
 
 // jsonMethods are the interfaces through which a type encodes itself.
@@ -162,7 +197,7 @@ func ownJSON(t reflect.Type) bool {
 // encode returns obj held as bytes, sharing what old, the object it
 // replaces, holds. It fails if the encoding would not decode back to
 // obj: the caller then keeps obj as it is.
-func (c wireCodec) encode(obj, old any) (any, error) {
+func (c *wireCodec) encode(obj, old any) (any, error) {
 	o, ok := obj.(interface {
 		metav1.Object
 		k8sruntime.Object
@@ -179,7 +214,7 @@ func (c wireCodec) encode(obj, old any) (any, error) {
 		raw []byte
 		err error
 	)
-	if m, ok := obj.(protoMessage); ok {
+	if m, ok := obj.(protoMessage); ok && c.proto {
 		raw, err = m.Marshal()
 		h.proto = true
 	} else {
@@ -203,7 +238,7 @@ func (c wireCodec) encode(obj, old any) (any, error) {
 // encodeJSON returns obj as JSON, checked to decode back to obj if its
 // type may not: a type's own MarshalJSON and UnmarshalJSON may disagree,
 // and a transform may set fields that JSON leaves out.
-func (c wireCodec) encodeJSON(obj any) ([]byte, error) {
+func (c *wireCodec) encodeJSON(obj any) ([]byte, error) {
 	raw, err := utiljson.Marshal(obj)
 	if err != nil || !c.check {
 		return raw, err
@@ -218,39 +253,47 @@ func (c wireCodec) encodeJSON(obj any) ([]byte, error) {
 	return raw, nil
 }
 
-// decode returns the object h holds, made anew; anything else as it is.
-func (c wireCodec) decode(obj any) any {
-	switch h := obj.(type) {
+// decode returns an object as a read of the store gives it: the caller's
+// own. An object held as bytes is decoded, one kept decoded copied.
+func (c *wireCodec) decode(obj any) any {
+	switch o := obj.(type) {
 	case *held:
-		out := reflect.New(c.typ).Interface()
-		raw := h.wire.AppendTo(make([]byte, 0, h.wire.Len()))
-		var err error
-		if m, ok := out.(protoMessage); ok && h.proto {
-			err = m.Unmarshal(raw)
-		} else {
-			err = utiljson.Unmarshal(raw, out)
-		}
-		if err != nil {
-			// Generated protobuf and Kubernetes' JSON types decode what they
-			// encode; encode checked any other type's.
-			panic(fmt.Sprintf("fxstore: decode %s/%s held as bytes: %v", h.Namespace, h.Name, err))
-		}
-		if !h.gvk.Empty() {
-			out.(k8sruntime.Object).GetObjectKind().SetGroupVersionKind(h.gvk)
-		}
-		return out
+		return c.object(o)
 	case cache.DeletedFinalStateUnknown:
-		h.Obj = c.decode(h.Obj)
-		return h
+		o.Obj = c.decode(o.Obj)
+		return o
+	case k8sruntime.Object:
+		return o.DeepCopyObject()
 	}
 	return obj
 }
 
+// object returns the object h holds, made anew.
+func (c *wireCodec) object(h *held) any {
+	out := reflect.New(c.typ).Interface()
+	raw := h.wire.AppendTo(make([]byte, 0, h.wire.Len()))
+	var err error
+	if m, ok := out.(protoMessage); ok && h.proto {
+		err = m.Unmarshal(raw)
+	} else {
+		err = utiljson.Unmarshal(raw, out)
+	}
+	if err != nil {
+		// Generated protobuf and Kubernetes' JSON types decode what they
+		// encode; encode checked any other type's.
+		panic(fmt.Sprintf("fxstore: decode %s/%s held as bytes: %v", h.Namespace, h.Name, err))
+	}
+	if !h.gvk.Empty() {
+		out.(k8sruntime.Object).GetObjectKind().SetGroupVersionKind(h.gvk)
+	}
+	return out
+}
+
 // One implements informers.Projection.
-func (c wireCodec) One(obj any) any { return c.decode(obj) }
+func (c *wireCodec) One(obj any) any { return c.decode(obj) }
 
 // All implements informers.Projection.
-func (c wireCodec) All(items []any) []any {
+func (c *wireCodec) All(items []any) []any {
 	for i, item := range items {
 		items[i] = c.decode(item)
 	}
@@ -322,7 +365,14 @@ func (b heldAsBytes) heapBytes(int) int64 {
 	return n
 }
 
-// indexFunc returns fn taking the objects as the store holds them.
-func (c wireCodec) indexFunc(fn cache.IndexFunc) cache.IndexFunc {
-	return func(obj any) ([]string, error) { return fn(c.decode(obj)) }
+// indexFunc returns fn taking the store's objects decoded, if it holds
+// them as bytes.
+func (e *entry) indexFunc(fn cache.IndexFunc) cache.IndexFunc {
+	return func(obj any) ([]string, error) {
+		if h, ok := obj.(*held); ok {
+			// Only a store held as bytes, with a codec, holds one.
+			obj = e.codec.object(h)
+		}
+		return fn(obj)
+	}
 }

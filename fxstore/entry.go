@@ -61,9 +61,9 @@ type entry struct {
 	unshared bool
 	// asBytes holds the store's objects as their encoding (HeldAsBytes),
 	// decoded by codec on each read; guarded by the registry's lock, set
-	// before the store starts.
+	// before the store starts. codec is nil for any other store.
 	asBytes bool
-	codec   wireCodec
+	codec   *wireCodec
 	// shared is the table the store's objects share their parts through,
 	// set as the store binds unless it is unshared; nil for a view.
 	shared atomic.Pointer[share.Table]
@@ -88,9 +88,9 @@ type entry struct {
 	// outsideShard counts the objects the source sent outside the store's
 	// shard, dropped.
 	outsideShard atomic.Int64
-	// decodedObjects counts the objects a store held as bytes kept decoded
-	// (see keptDecoded).
-	decodedObjects atomic.Int64
+	// warnedKeptDecoded is set once a store held as bytes has warned that
+	// it keeps an object decoded (see keptDecoded).
+	warnedKeptDecoded atomic.Bool
 
 	mu         sync.Mutex
 	consumers  []string
@@ -116,7 +116,7 @@ type entry struct {
 // own.
 func newEntry(key Key, example k8sruntime.Object, t Transform, r *Registry) *entry {
 	e := newStoreEntry(key, r)
-	e.example, e.transform, e.codec = example, t, newWireCodec(example)
+	e.example, e.transform = example, t
 	e.indexFuncs, e.indexCalls, e.indexers = make(map[string]string), make(map[string]string), cache.Indexers{}
 	e.informer = cache.NewSharedIndexInformerWithOptions(&e.lw, example, cache.SharedIndexInformerOptions{
 		Indexers:          cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
@@ -150,7 +150,7 @@ func (e *entry) add(t Transform, req request) error {
 	for _, ix := range req.indexes {
 		switch id, ok := e.indexFuncs[ix.name]; {
 		case !ok:
-			added[ix.name] = e.codec.indexFunc(ix.fn)
+			added[ix.name] = e.indexFunc(ix.fn)
 		case id != ix.fnID:
 			return fmt.Errorf("%s: index %q is already defined with another function; give different indexes different names (%s defined it)",
 				ix.call, ix.name, e.indexCalls[ix.name])
@@ -179,6 +179,7 @@ func (e *entry) add(t Transform, req request) error {
 			return fmt.Errorf("fxstore.HeldAsBytes(): the store has started, holding objects; ask for it before the app starts, in every request for the spec")
 		}
 		e.asBytes, e.unshared, e.pinned = true, true, true
+		e.codec = newWireCodec(e.example)
 		e.backed.Store(&backingRef{newHeldAsBytes(e)})
 	}
 	if !req.indexOnly {
@@ -343,7 +344,11 @@ func (e *entry) transformObject(obj any) (any, error) {
 		}
 	}
 	if e.asBytes {
-		h, err := e.codec.encode(obj, e.heldBefore(obj))
+		var old any
+		if e.codec.proto {
+			old = e.heldBefore(obj)
+		}
+		h, err := e.codec.encode(obj, old)
 		if err == nil {
 			return h, nil
 		}
@@ -373,7 +378,7 @@ func (e *entry) heldBefore(obj any) any {
 // its encoding would not decode back to it. The store stays correct; it
 // only holds that object whole.
 func (e *entry) keptDecoded(err error) {
-	if e.decodedObjects.Add(1) == 1 {
+	if e.warnedKeptDecoded.CompareAndSwap(false, true) {
 		e.registry.log.Warn("a store held as bytes keeps objects decoded that their encoding would change",
 			zap.Stringer("store", e.key), zap.Error(err),
 			zap.String("fix", "make the type's MarshalJSON and UnmarshalJSON agree and its transform set only fields JSON keeps, or leave out fxstore.HeldAsBytes()"))

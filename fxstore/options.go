@@ -214,14 +214,18 @@ func WithoutSharing() Option {
 // allocate, but give the caller a copy of its own.
 //
 // A protobuf encoding shares the fields other objects repeat: the
-// replicas of a Deployment hold one copy of their containers. A field is
-// shared once seen twice, or if the object an update replaces held it.
+// replicas of a Deployment mostly hold one copy of their containers. A
+// field is shared once seen in another object, or if the object an
+// update replaces shared it. Only Kubernetes' own types are held as
+// protobuf.
 //
-// JSON may not give an object back: a type's own MarshalJSON and
-// UnmarshalJSON may disagree, and a transform may set a field JSON leaves
-// out. So a type with either, from outside Kubernetes' packages, has each
-// object decoded once as it is taken, to check. An object JSON would
-// change is kept decoded, with a warning.
+// JSON may not give an object back. A type may have MarshalJSON and
+// UnmarshalJSON methods that disagree. A transform may set a field JSON
+// leaves out, or a value of another type in an interface. So each object
+// of a type with such methods, fields or interfaces, from outside
+// Kubernetes' packages, is decoded once as it is taken, to check. An
+// object JSON would change is kept decoded, with a warning, and read as
+// a copy.
 //
 // Use it for a store read rarely: a kind listed once per reconcile of
 // something else, or watched only to trigger. It applies to the store of
