@@ -135,24 +135,26 @@ func (p childParams) workload() (workload, error) {
 
 // childResult is what one child measured.
 type childResult struct {
-	Informers   int                      `json:"informers"` // as the system counts them
-	Requests    testenv.APIRequests      `json:"requests"`  // from its start to its initial reconciles done
-	Sent        map[string]int           `json:"sent"`      // requests the system sent until then, by requestClass
-	Build       time.Duration            `json:"build"`     // constructing the system
-	Synced      time.Duration            `json:"synced"`    // start until every store synced
-	SyncCPU     time.Duration            `json:"syncCPU"`   // CPU the process used from build until then
-	Ready       time.Duration            `json:"ready"`     // start until every controller reconciled once
-	Reconciled  time.Duration            `json:"reconciled"`
-	HeapInuse   int64                    `json:"heapInuse"` // after the initial reconciles and GC, above the baseline
-	HeapAlloc   int64                    `json:"heapAlloc"`
-	Updates     int                      `json:"updates"`     // written in the bursts
-	Reconciles  int                      `json:"reconciles"`  // in the bursts
-	BurstDrain  time.Duration            `json:"burstDrain"`  // time to drain them, summed over rounds
-	BurstCPU    time.Duration            `json:"burstCPU"`    // CPU time the process used draining them
-	BurstWrites time.Duration            `json:"burstWrites"` // time the API server took the updates
-	IdleCPU     time.Duration            `json:"idleCPU"`     // CPU used per second waiting, before receiving
-	Counts      map[string]int           `json:"counts"`
-	Details     map[string]time.Duration `json:"details,omitempty"`
+	Informers  int                 `json:"informers"` // as the system counts them
+	Requests   testenv.APIRequests `json:"requests"`  // from its start to its initial reconciles done
+	Sent       map[string]int      `json:"sent"`      // requests the system sent until then, by requestClass
+	Build      time.Duration       `json:"build"`     // constructing the system
+	Synced     time.Duration       `json:"synced"`    // start until every store synced
+	SyncCPU    time.Duration       `json:"syncCPU"`   // CPU the process used from build until then
+	Ready      time.Duration       `json:"ready"`     // start until every controller reconciled once
+	Reconciled time.Duration       `json:"reconciled"`
+	HeapInuse  int64               `json:"heapInuse"` // after the initial reconciles and GC, above the baseline
+	// HeapAfterBurst is the same once the updates received are reconciled.
+	HeapAfterBurst int64                    `json:"heapAfterBurst,omitempty"`
+	HeapAlloc      int64                    `json:"heapAlloc"`
+	Updates        int                      `json:"updates"`     // written in the bursts
+	Reconciles     int                      `json:"reconciles"`  // in the bursts
+	BurstDrain     time.Duration            `json:"burstDrain"`  // time to drain them, summed over rounds
+	BurstCPU       time.Duration            `json:"burstCPU"`    // CPU time the process used draining them
+	BurstWrites    time.Duration            `json:"burstWrites"` // time the API server took the updates
+	IdleCPU        time.Duration            `json:"idleCPU"`     // CPU used per second waiting, before receiving
+	Counts         map[string]int           `json:"counts"`
+	Details        map[string]time.Duration `json:"details,omitempty"`
 }
 
 // runChild measures the system params names and writes the result where
@@ -325,6 +327,8 @@ func measure(ctx context.Context, p childParams) (*childResult, error) {
 		if err := receive(ctx, h, p, res); err != nil {
 			return nil, err
 		}
+		inuse, _ := heapNow()
+		res.HeapAfterBurst = inuse - baseInuse
 	}
 	return res, nil
 }

@@ -270,12 +270,8 @@ func (w kindsWorkload) selectingNothing() kindsWorkload {
 // whatever it holds. Run i and empty i ran back to back.
 func heapAboveEmpty(runs, empties []*childResult) (emptyMiB, perObjectKiB float64) {
 	for i, r := range runs {
-		held := 0
-		for _, c := range r.Counts {
-			held += c
-		}
 		emptyMiB += float64(empties[i].HeapInuse) / (1 << 20)
-		perObjectKiB += float64(r.HeapInuse-empties[i].HeapInuse) / 1024 / float64(max(held, 1))
+		perObjectKiB += float64(r.HeapInuse-empties[i].HeapInuse) / 1024 / float64(max(r.held(), 1))
 	}
 	n := float64(len(runs))
 	return emptyMiB / n, perObjectKiB / n

@@ -107,13 +107,10 @@ func systemMetrics(runs []*childResult) map[string]float64 {
 		mDiscovery:     mean(func(r *childResult) float64 { return float64(r.Sent[sentDiscovery]) }),
 	}
 	metrics[mHeapPerObject] = mean(func(r *childResult) float64 {
-		held := 0
-		for _, c := range r.Counts {
-			held += c
-		}
-		return float64(r.HeapInuse) / 1024 / float64(max(held, 1))
+		return float64(r.HeapInuse) / 1024 / float64(max(r.held(), 1))
 	})
 	if runs[0].Updates > 0 {
+		metrics[mHeapAfterBurst] = mean(func(r *childResult) float64 { return float64(r.HeapAfterBurst) / mib })
 		metrics[mEventCPU] = mean(func(r *childResult) float64 {
 			return float64(r.BurstCPU) / float64(time.Microsecond) / float64(r.Updates)
 		})
@@ -135,6 +132,15 @@ func systemMetrics(runs []*childResult) map[string]float64 {
 		})
 	}
 	return metrics
+}
+
+// held returns how many objects r's stores held.
+func (r *childResult) held() int {
+	n := 0
+	for _, c := range r.Counts {
+		n += c
+	}
+	return n
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
