@@ -149,20 +149,10 @@ func (s *WireSplitter) fieldsOf(msg []byte, hashes map[uint64]struct{}) {
 	if !isMessage(msg) {
 		return
 	}
-	for i := 0; i < len(msg); {
-		start := i
-		key, n := binary.Uvarint(msg[i:])
-		i += n
-		if key&7 != 2 {
-			i += fixedLen(key&7, msg[i:])
-			continue
-		}
-		l, n := binary.Uvarint(msg[i:])
-		payload := i + n
-		i = payload + int(l)
-		if i-start >= minSharedField {
-			hashes[maphash.Bytes(s.seed, msg[start:i])] = struct{}{}
-			s.fieldsOf(msg[payload:i], hashes)
+	for f := range fields(msg) {
+		if f.delimited && f.end-f.start >= minSharedField {
+			hashes[maphash.Bytes(s.seed, msg[f.start:f.end])] = struct{}{}
+			s.fieldsOf(msg[f.value:f.end], hashes)
 		}
 	}
 }
@@ -180,20 +170,9 @@ type wireBuilder struct {
 
 // split adds the fields of msg, a valid message.
 func (b *wireBuilder) split(msg []byte) {
-	for i := 0; i < len(msg); {
-		start := i
-		key, n := binary.Uvarint(msg[i:])
-		i += n
-		if key&7 != 2 {
-			i += fixedLen(key&7, msg[i:])
-			b.inline = append(b.inline, msg[start:i]...)
-			continue
-		}
-		l, n := binary.Uvarint(msg[i:])
-		payload := i + n
-		i = payload + int(l)
-		field := msg[start:i]
-		if len(field) < minSharedField {
+	for f := range fields(msg) {
+		field := msg[f.start:f.end]
+		if !f.delimited || len(field) < minSharedField {
 			b.inline = append(b.inline, field...)
 			continue
 		}
@@ -206,9 +185,9 @@ func (b *wireBuilder) split(msg []byte) {
 			b.share(unique.Make(string(field)))
 			continue
 		}
-		if isMessage(msg[payload:i]) {
-			b.inline = append(b.inline, msg[start:payload]...)
-			b.split(msg[payload:i])
+		if isMessage(msg[f.value:f.end]) {
+			b.inline = append(b.inline, msg[f.start:f.value]...)
+			b.split(msg[f.value:f.end])
 			continue
 		}
 		b.inline = append(b.inline, field...)
@@ -217,6 +196,37 @@ func (b *wireBuilder) split(msg []byte) {
 
 func (b *wireBuilder) share(h unique.Handle[string]) {
 	b.parts = append(b.parts, wirePart{at: len(b.inline), field: h})
+}
+
+// wireField is one field of a message: msg[start:end], its value from
+// value. A delimited field's value is a length's worth of bytes: a
+// string, bytes or a message.
+type wireField struct {
+	start, value, end int
+	delimited         bool
+}
+
+// fields returns the fields of msg, which isMessage accepted.
+func fields(msg []byte) iter.Seq[wireField] {
+	return func(yield func(wireField) bool) {
+		for i := 0; i < len(msg); {
+			f := wireField{start: i}
+			key, n := binary.Uvarint(msg[i:])
+			i += n
+			if f.delimited = key&7 == 2; f.delimited {
+				l, n := binary.Uvarint(msg[i:])
+				i += n
+				f.value, i = i, i+int(l)
+			} else {
+				f.value = i
+				i += fixedLen(key&7, msg[i:])
+			}
+			f.end = i
+			if !yield(f) {
+				return
+			}
+		}
+	}
 }
 
 // fixedLen returns the length of the value of a field of wire type wt
