@@ -366,11 +366,7 @@ func (e *entry) transformObject(obj any) (any, error) {
 // heldBefore returns what the store holds under obj's key: the object obj
 // replaces, if any.
 func (e *entry) heldBefore(obj any) any {
-	key, err := cache.MetaNamespaceKeyFunc(obj)
-	if err != nil {
-		return nil
-	}
-	old, _, _ := e.informer.GetIndexer().GetByKey(key)
+	old, _, _ := e.informer.GetIndexer().Get(obj)
 	return old
 }
 
