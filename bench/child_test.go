@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"syscall"
@@ -145,14 +146,19 @@ type childResult struct {
 	Reconciled time.Duration       `json:"reconciled"`
 	HeapInuse  int64               `json:"heapInuse"` // after the initial reconciles and GC, above the baseline
 	// HeapAfterBurst is the same once the updates received are reconciled.
-	HeapAfterBurst int64                    `json:"heapAfterBurst,omitempty"`
-	HeapAlloc      int64                    `json:"heapAlloc"`
-	Updates        int                      `json:"updates"`     // written in the bursts
-	Reconciles     int                      `json:"reconciles"`  // in the bursts
-	BurstDrain     time.Duration            `json:"burstDrain"`  // time to drain them, summed over rounds
-	BurstCPU       time.Duration            `json:"burstCPU"`    // CPU time the process used draining them
-	BurstWrites    time.Duration            `json:"burstWrites"` // time the API server took the updates
-	IdleCPU        time.Duration            `json:"idleCPU"`     // CPU used per second waiting, before receiving
+	HeapAfterBurst int64         `json:"heapAfterBurst,omitempty"`
+	HeapAlloc      int64         `json:"heapAlloc"`
+	Updates        int           `json:"updates"`     // written in the bursts
+	Reconciles     int           `json:"reconciles"`  // in the bursts
+	BurstDrain     time.Duration `json:"burstDrain"`  // time to drain them, summed over rounds
+	BurstCPU       time.Duration `json:"burstCPU"`    // CPU time the process used draining them
+	BurstWrites    time.Duration `json:"burstWrites"` // time the API server took the updates
+	IdleCPU        time.Duration `json:"idleCPU"`     // CPU used per second waiting, before receiving
+	// The runtime's account of the updates received: bytes allocated,
+	// garbage collections and the CPU they took.
+	BurstAllocated int64                    `json:"burstAllocated,omitempty"`
+	BurstGCs       int64                    `json:"burstGCs,omitempty"`
+	BurstGCCPU     time.Duration            `json:"burstGCCPU,omitempty"`
 	Counts         map[string]int           `json:"counts"`
 	Details        map[string]time.Duration `json:"details,omitempty"`
 }
@@ -353,6 +359,9 @@ func receive(ctx context.Context, h *harness, p childParams, res *childResult) e
 	for _, t := range h.trackers {
 		t.expect(p.FirstVersion, p.Received)
 	}
+	// Collect what came before, as a cr cache's List that deep-copies it
+	// all: a collection in the window is then the updates' own.
+	runtime.GC()
 	for i := range idleWindows {
 		cpu := processCPU()
 		select {
@@ -364,7 +373,7 @@ func receive(ctx context.Context, h *harness, p childParams, res *childResult) e
 			res.IdleCPU = idle
 		}
 	}
-	began, cpu := time.Now(), processCPU()
+	began, cpu, gc := time.Now(), processCPU(), readGC()
 	if err := os.WriteFile(os.Getenv(readyEnv), nil, 0o600); err != nil {
 		return err
 	}
@@ -377,7 +386,27 @@ func receive(ctx context.Context, h *harness, p childParams, res *childResult) e
 	res.BurstDrain = time.Since(began)
 	res.BurstCPU = processCPU() - cpu - time.Duration(float64(res.IdleCPU)*res.BurstDrain.Seconds())
 	res.Updates = p.Received
+	end := readGC()
+	res.BurstAllocated = int64(end.allocated - gc.allocated)
+	res.BurstGCs = int64(end.cycles - gc.cycles)
+	res.BurstGCCPU = time.Duration((end.cpu - gc.cpu) * float64(time.Second))
 	return nil
+}
+
+// gcCounts is the runtime's count of what the collector had to do.
+type gcCounts struct {
+	allocated, cycles uint64
+	cpu               float64 // seconds
+}
+
+func readGC() gcCounts {
+	s := []metrics.Sample{
+		{Name: "/gc/heap/allocs:bytes"},
+		{Name: "/gc/cycles/total:gc-cycles"},
+		{Name: "/cpu/classes/gc/total:cpu-seconds"},
+	}
+	metrics.Read(s)
+	return gcCounts{allocated: s[0].Value.Uint64(), cycles: s[1].Value.Uint64(), cpu: s[2].Value.Float64()}
 }
 
 func startCPUProfile(path string) (stop func(), err error) {

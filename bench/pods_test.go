@@ -496,7 +496,7 @@ func newKindInformer(c client.WithWatch, k *storeKind) (cache.SharedIndexInforme
 
 // kindsBurst is how many objects of the first kind the benchmark updates
 // while a child receives.
-const kindsBurst = 1_000
+const kindsBurst = 10_000
 
 // kindReadOps are the reads BenchmarkPods measures: one object, and the
 // objects of one namespace with a label (listed).

@@ -121,6 +121,13 @@ func systemMetrics(runs []*childResult) map[string]float64 {
 			return float64(r.BurstCPU) / float64(time.Microsecond) / float64(r.Reconciles)
 		})
 	}
+	if runs[0].BurstAllocated > 0 {
+		metrics[mEventAlloc] = mean(func(r *childResult) float64 { return float64(r.BurstAllocated) / 1024 / float64(r.Updates) })
+		metrics[mEventGCCPU] = mean(func(r *childResult) float64 {
+			return float64(r.BurstGCCPU) / float64(time.Microsecond) / float64(r.Updates)
+		})
+		metrics[mBurstGCs] = mean(func(r *childResult) float64 { return float64(r.BurstGCs) })
+	}
 	for name, metric := range fxkubeDetails {
 		if _, ok := runs[0].Details[name]; ok {
 			metrics[metric] = mean(func(r *childResult) float64 { return ms(r.Details[name]) })

@@ -37,6 +37,9 @@ const (
 	mReconcileCPU   = "cpu-us/reconcile"
 	mEventCPU       = "cpu-us/event"
 	mIdleCPU        = "idle-cpu-ms/s"
+	mEventAlloc     = "alloc-KiB/event"
+	mEventGCCPU     = "gc-cpu-us/event"
+	mBurstGCs       = "gcs/burst"
 	mHeapPerObject  = "heap-KiB/object"
 	mHeapEmpty      = "heap-empty-MiB" // the system's with stores that hold nothing
 	mHeapAfterBurst = "heap-after-burst-MiB"
