@@ -59,6 +59,7 @@ import (
 	"hash/maphash"
 	"math"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 	"unsafe"
@@ -74,7 +75,11 @@ type Table struct {
 
 	strs  map[string]string
 	boxes map[string]any // strings boxed in interfaces, as unstructured holds them
-	parts map[reflect.Type]map[uint64][]reflect.Value
+	// parts are the canonical pointers, slices and maps, by the hash of
+	// their content and shape; more holds those whose key a first part
+	// took.
+	parts map[uint64]part
+	more  map[uint64][]part
 	// size counts the entries of strs, boxes and parts; bytes estimates
 	// the heap they take (see Bytes).
 	size  int
@@ -95,6 +100,14 @@ type Table struct {
 	taken map[any]int
 	// types caches what the table knows of each type it met.
 	types map[reflect.Type]typeInfo
+}
+
+// A part is a canonical pointer, slice or map: its shape, where it
+// points, and a slice's length.
+type part struct {
+	s *shape
+	p unsafe.Pointer
+	n int
 }
 
 // typeInfo is what a table knows of a type: its shape.
@@ -124,7 +137,8 @@ func New(holder Holder) *Table {
 func (t *Table) reset() {
 	t.strs = map[string]string{}
 	t.boxes = map[string]any{}
-	t.parts = map[reflect.Type]map[uint64][]reflect.Value{}
+	t.parts = map[uint64]part{}
+	t.more = map[uint64][]part{}
 	t.size, t.bytes, t.garbage = 0, 0, 0
 }
 
@@ -448,27 +462,36 @@ func (t *Table) walkEntries(s *shape, p unsafe.Pointer, m mode) uint64 {
 // parts are canonical, the table's copy equal to it, and reports whether
 // the table has one.
 func (t *Table) share(s *shape, p unsafe.Pointer, h uint64, m mode) bool {
-	for _, c := range t.parts[s.typ][h] {
-		if !t.equalPart(s, c, p) {
-			continue
+	k := partKey(s, h)
+	c, ok := t.parts[k]
+	if !ok {
+		return false
+	}
+	if c.s != s || !t.equalPart(c, p) {
+		i := slices.IndexFunc(t.more[k], func(c part) bool { return c.s == s && t.equalPart(c, p) })
+		if i < 0 {
+			return false
 		}
-		if m != owning {
-			return true
-		}
-		if s.kind == reflect.Slice {
-			*(*sliceHeader)(p) = sliceHeader{c.UnsafePointer(), c.Len(), c.Len()}
-		} else {
-			*(*unsafe.Pointer)(p) = c.UnsafePointer()
-		}
+		c = t.more[k][i]
+	}
+	if m != owning {
 		return true
 	}
-	return false
+	if s.kind == reflect.Slice {
+		*(*sliceHeader)(p) = sliceHeader{c.p, c.n, c.n}
+	} else {
+		*(*unsafe.Pointer)(p) = c.p
+	}
+	return true
 }
+
+// partKey is the key of a part of shape s whose content hashes to h.
+func partKey(s *shape, h uint64) uint64 { return mix(h, uint64(uintptr(unsafe.Pointer(s)))) }
 
 // keep holds the part at p, a pointer, slice or map of shape s, as the
 // canonical copy of its content. What it holds does not refer to p.
 func (t *Table) keep(s *shape, p unsafe.Pointer, h uint64, m mode) {
-	var c reflect.Value
+	c := part{s: s, p: *(*unsafe.Pointer)(p)}
 	if s.kind == reflect.Slice {
 		// Held without spare capacity, so that an append copies. The
 		// object holds it so too: its memory then equals its equals'.
@@ -476,26 +499,32 @@ func (t *Table) keep(s *shape, p unsafe.Pointer, h uint64, m mode) {
 		if m == owning {
 			sh.cap = sh.len
 		}
-		c = reflect.New(s.typ).Elem()
-		*(*sliceHeader)(c.Addr().UnsafePointer()) = sliceHeader{sh.data, sh.len, sh.len}
+		c.n = sh.len
+		t.bytes += int64(sh.len) * int64(s.elem.size)
 	} else {
-		// Pointers and maps are held in the Value itself.
-		c = reflect.ValueOf(reflect.NewAt(s.typ, p).Elem().Interface())
+		t.bytes += partBytes(reflect.NewAt(s.typ, p).Elem())
 	}
-	t.hold(s.typ, h, c)
+	k := partKey(s, h)
+	if _, ok := t.parts[k]; ok {
+		t.more[k] = append(t.more[k], c)
+	} else {
+		t.parts[k] = c
+	}
+	t.size++
+	t.bytes += partIndexBytes
 }
 
-// equalPart reports whether the part at p, of shape s, with canonical
+// equalPart reports whether the part at p, of c's shape, with canonical
 // parts, equals c, a part the table holds.
-func (t *Table) equalPart(s *shape, c reflect.Value, p unsafe.Pointer) bool {
-	switch s.kind {
+func (t *Table) equalPart(c part, p unsafe.Pointer) bool {
+	switch s := c.s; s.kind {
 	case reflect.Pointer:
-		return t.equalAt(s.elem, *(*unsafe.Pointer)(p), c.UnsafePointer())
+		return t.equalAt(s.elem, *(*unsafe.Pointer)(p), c.p)
 	case reflect.Slice:
 		sh := (*sliceHeader)(p)
-		return c.Len() == sh.len && t.equalElems(s.elem, sh.data, c.UnsafePointer(), sh.len)
+		return c.n == sh.len && t.equalElems(s.elem, sh.data, c.p, sh.len)
 	}
-	return t.equalMaps(s, *(*unsafe.Pointer)(p), c.UnsafePointer(), false)
+	return t.equalMaps(c.s, *(*unsafe.Pointer)(p), c.p, false)
 }
 
 // walkAgainst makes v's parts canonical, as walk does, where held, of
@@ -743,17 +772,6 @@ func (t *Table) equalInterfaces(s *shape, a, b unsafe.Pointer, deep bool) bool {
 		return t.deepEqualAt(e, xp, yp)
 	}
 	return t.equalAt(e, xp, yp)
-}
-
-func (t *Table) hold(typ reflect.Type, h uint64, v reflect.Value) {
-	byHash := t.parts[typ]
-	if byHash == nil {
-		byHash = map[uint64][]reflect.Value{}
-		t.parts[typ] = byHash
-	}
-	byHash[h] = append(byHash[h], v)
-	t.size++
-	t.bytes += partBytes(v) + partIndexBytes
 }
 
 func (t *Table) str(s string) string {
