@@ -522,7 +522,7 @@ func (t *Table) equalPart(c part, p unsafe.Pointer) bool {
 		return t.equalAt(s.elem, *(*unsafe.Pointer)(p), c.p)
 	case reflect.Slice:
 		sh := (*sliceHeader)(p)
-		return c.n == sh.len && t.equalElems(s.elem, sh.data, c.p, sh.len)
+		return c.n == sh.len && t.elemsEqual(s.elem, sh.data, c.p, sh.len, false)
 	}
 	return t.equalMaps(c.s, *(*unsafe.Pointer)(p), c.p, false)
 }
@@ -603,9 +603,9 @@ func (t *Table) deepEqualAt(s *shape, a, b unsafe.Pointer) bool {
 		if (x.data == nil) != (y.data == nil) || x.len != y.len {
 			return false
 		}
-		return t.deepEqualElems(s.elem, x.data, y.data, x.len)
+		return t.elemsEqual(s.elem, x.data, y.data, x.len, true)
 	case reflect.Array:
-		return t.deepEqualElems(s.elem, a, b, s.n)
+		return t.elemsEqual(s.elem, a, b, s.n, true)
 	case reflect.Map:
 		x, y := *(*unsafe.Pointer)(a), *(*unsafe.Pointer)(b)
 		if x == nil || y == nil || x == y {
@@ -631,20 +631,6 @@ func (t *Table) deepEqualAt(s *shape, a, b unsafe.Pointer) bool {
 		return true
 	}
 	return t.equalAt(s, a, b)
-}
-
-// deepEqualElems reports whether n elements of shape s at a and at b are
-// equal, as deepEqualAt compares them.
-func (t *Table) deepEqualElems(s *shape, a, b unsafe.Pointer, n int) bool {
-	if a == b || s.plain {
-		return sameMemory(a, b, uintptr(n)*s.size)
-	}
-	for i := range n {
-		if !t.deepEqualAt(s, at(a, s, i), at(b, s, i)) {
-			return false
-		}
-	}
-	return true
 }
 
 // equalMaps reports whether the maps a and b, of shape s, are equal: with
@@ -729,19 +715,20 @@ func (t *Table) equalAt(s *shape, a, b unsafe.Pointer) bool {
 		}
 		return true
 	case reflect.Array:
-		return t.equalElems(s.elem, a, b, s.n)
+		return t.elemsEqual(s.elem, a, b, s.n, false)
 	}
 	return false
 }
 
-// equalElems reports whether n elements of shape s at a and at b are
-// equal, as equalAt compares them.
-func (t *Table) equalElems(s *shape, a, b unsafe.Pointer, n int) bool {
-	if s.flat {
+// elemsEqual reports whether n elements of shape s at a and at b are
+// equal: as deepEqualAt compares them (deep), or as equalAt does.
+func (t *Table) elemsEqual(s *shape, a, b unsafe.Pointer, n int, deep bool) bool {
+	if a == b || s.plain || !deep && s.flat {
 		return sameMemory(a, b, uintptr(n)*s.size)
 	}
 	for i := range n {
-		if !t.equalAt(s, at(a, s, i), at(b, s, i)) {
+		x, y := at(a, s, i), at(b, s, i)
+		if deep && !t.deepEqualAt(s, x, y) || !deep && !t.equalAt(s, x, y) {
 			return false
 		}
 	}
