@@ -30,8 +30,7 @@ import (
 type held struct {
 	metav1.ObjectMeta
 	gvk    schema.GroupVersionKind
-	wire   share.Wire
-	proto  bool
+	wire   share.Wire // protobuf if the codec's proto is set, else JSON
 	labels labelSet
 }
 
@@ -202,8 +201,10 @@ func (c *wireCodec) encode(obj, old any) (any, error) {
 		metav1.Object
 		k8sruntime.Object
 	})
-	if !ok {
-		return obj, nil // a tombstone or what a transform made: kept as it is
+	if !ok || reflect.TypeOf(obj) != reflect.PointerTo(c.typ) {
+		// A tombstone, or an object of another type a transform made:
+		// it would not decode as the store's type.
+		return obj, nil
 	}
 	h := &held{
 		ObjectMeta: metav1.ObjectMeta{Namespace: o.GetNamespace(), Name: o.GetName(), ResourceVersion: o.GetResourceVersion()},
@@ -214,16 +215,15 @@ func (c *wireCodec) encode(obj, old any) (any, error) {
 		raw []byte
 		err error
 	)
-	if m, ok := obj.(protoMessage); ok && c.proto {
-		raw, err = m.Marshal()
-		h.proto = true
+	if c.proto {
+		raw, err = obj.(protoMessage).Marshal()
 	} else {
 		raw, err = c.encodeJSON(obj)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("hold %s/%s as bytes: %w", o.GetNamespace(), o.GetName(), err)
 	}
-	if h.proto {
+	if c.proto {
 		var replaced *share.Wire
 		if o, ok := old.(*held); ok {
 			replaced = &o.wire
@@ -273,8 +273,8 @@ func (c *wireCodec) object(h *held) any {
 	out := reflect.New(c.typ).Interface()
 	raw := h.wire.AppendTo(make([]byte, 0, h.wire.Len()))
 	var err error
-	if m, ok := out.(protoMessage); ok && h.proto {
-		err = m.Unmarshal(raw)
+	if c.proto {
+		err = out.(protoMessage).Unmarshal(raw)
 	} else {
 		err = utiljson.Unmarshal(raw, out)
 	}
