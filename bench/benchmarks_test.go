@@ -294,7 +294,7 @@ func BenchmarkPods(b *testing.B) {
 						empties = append(empties, spawn(b, childParams{System: sys, Kinds: w.name, Empty: true}))
 						waitIdle(b, kube.RESTClient(), idle, wl.resources)
 						settle(b)
-						p := childParams{System: sys, Kinds: w.name, Objects: w.objects, Received: min(kindsBurst, w.objects), FirstVersion: nextVersion()}
+						p := childParams{System: sys, Kinds: w.name, Objects: w.objects, Received: w.updates, FirstVersion: nextVersion()}
 						runs = append(runs, spawn(b, p, func(ctx context.Context) error {
 							return parallel(ctx, 0, p.Received, patchWorkers, func(ctx context.Context, i int) error {
 								return k.update(ctx, kube, i, p.FirstVersion)
