@@ -156,11 +156,16 @@ type childResult struct {
 	IdleCPU        time.Duration `json:"idleCPU"`     // CPU used per second waiting, before receiving
 	// The runtime's account of the updates received: bytes allocated,
 	// garbage collections and the CPU they took.
-	BurstAllocated int64                    `json:"burstAllocated,omitempty"`
-	BurstGCs       int64                    `json:"burstGCs,omitempty"`
-	BurstGCCPU     time.Duration            `json:"burstGCCPU,omitempty"`
-	Counts         map[string]int           `json:"counts"`
-	Details        map[string]time.Duration `json:"details,omitempty"`
+	BurstAllocated int64         `json:"burstAllocated,omitempty"`
+	BurstGCs       int64         `json:"burstGCs,omitempty"`
+	BurstGCCPU     time.Duration `json:"burstGCCPU,omitempty"`
+	// CollectionCPU is what one collection after the burst cost, and
+	// CollectionRunway the bytes the program may allocate before the
+	// next: together, the collector's cost per byte allocated.
+	CollectionCPU    time.Duration            `json:"collectionCPU,omitempty"`
+	CollectionRunway int64                    `json:"collectionRunway,omitempty"`
+	Counts           map[string]int           `json:"counts"`
+	Details          map[string]time.Duration `json:"details,omitempty"`
 }
 
 // runChild measures the system params names and writes the result where
@@ -389,14 +394,34 @@ func receive(ctx context.Context, h *harness, p childParams, res *childResult) e
 	end := readGC()
 	res.BurstAllocated = int64(end.allocated - gc.allocated)
 	res.BurstGCs = int64(end.cycles - gc.cycles)
-	res.BurstGCCPU = time.Duration((end.cpu - gc.cpu) * float64(time.Second))
+	res.BurstGCCPU = seconds(end.cpu - gc.cpu)
+	runtime.GC()
+	after := readGC()
+	res.CollectionCPU = seconds(after.cpu - end.cpu)
+	res.CollectionRunway = int64(after.goal) - int64(after.live)
 	return nil
 }
 
-// gcCounts is the runtime's count of what the collector had to do.
+// eventCPU is the CPU a watch event costs the process in the long run:
+// what the burst took outside the collector, and the collector's cost
+// spread over the bytes allocated. A burst may hold no collection, or
+// one that came due mostly for earlier work; a smaller heap collects
+// more often, each collection cheaper. A collection comes once the
+// program allocated its runway, so its cost per byte is steady.
+func (r *childResult) eventCPU() time.Duration {
+	mutator := r.BurstCPU - r.BurstGCCPU
+	collector := float64(r.CollectionCPU) * float64(r.BurstAllocated) / float64(max(r.CollectionRunway, 1))
+	return (mutator + time.Duration(collector)) / time.Duration(max(r.Updates, 1))
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// gcCounts is the runtime's count of what the collector had to do, and
+// the heap it left.
 type gcCounts struct {
 	allocated, cycles uint64
 	cpu               float64 // seconds
+	live, goal        uint64  // the heap marked live by the last collection, and the next one's goal
 }
 
 func readGC() gcCounts {
@@ -404,9 +429,14 @@ func readGC() gcCounts {
 		{Name: "/gc/heap/allocs:bytes"},
 		{Name: "/gc/cycles/total:gc-cycles"},
 		{Name: "/cpu/classes/gc/total:cpu-seconds"},
+		{Name: "/gc/heap/live:bytes"},
+		{Name: "/gc/heap/goal:bytes"},
 	}
 	metrics.Read(s)
-	return gcCounts{allocated: s[0].Value.Uint64(), cycles: s[1].Value.Uint64(), cpu: s[2].Value.Float64()}
+	return gcCounts{
+		allocated: s[0].Value.Uint64(), cycles: s[1].Value.Uint64(), cpu: s[2].Value.Float64(),
+		live: s[3].Value.Uint64(), goal: s[4].Value.Uint64(),
+	}
 }
 
 func startCPUProfile(path string) (stop func(), err error) {

@@ -127,6 +127,7 @@ func systemMetrics(runs []*childResult) map[string]float64 {
 			return float64(r.BurstGCCPU) / float64(time.Microsecond) / float64(r.Updates)
 		})
 		metrics[mBurstGCs] = mean(func(r *childResult) float64 { return float64(r.BurstGCs) })
+		metrics[mEventCPUSpread] = mean(func(r *childResult) float64 { return float64(r.eventCPU()) / float64(time.Microsecond) })
 	}
 	for name, metric := range fxkubeDetails {
 		if _, ok := runs[0].Details[name]; ok {

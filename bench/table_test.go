@@ -40,6 +40,7 @@ const (
 	mEventAlloc     = "alloc-KiB/event"
 	mEventGCCPU     = "gc-cpu-us/event"
 	mBurstGCs       = "gcs/burst"
+	mEventCPUSpread = "cpu-us/event-gc-spread"
 	mHeapPerObject  = "heap-KiB/object"
 	mHeapEmpty      = "heap-empty-MiB" // the system's with stores that hold nothing
 	mHeapAfterBurst = "heap-after-burst-MiB"
