@@ -364,8 +364,8 @@ func receive(ctx context.Context, h *harness, p childParams, res *childResult) e
 	for _, t := range h.trackers {
 		t.expect(p.FirstVersion, p.Received)
 	}
-	// Collect what came before, as a cr cache's List that deep-copies it
-	// all: a collection in the window is then the updates' own.
+	// Collect the garbage of what came before: cr's count of its objects
+	// deep-copies them all. A collection in the burst is then its own.
 	runtime.GC()
 	for i := range idleWindows {
 		cpu := processCPU()
