@@ -2,8 +2,11 @@ package bench
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"regexp"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -284,26 +287,45 @@ func BenchmarkPods(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			// Each system's rounds alternate with the others': a system
+			// run first after the workload is made, or always in the same
+			// place, would take the machine's trends as its own.
 			k := w.kinds[0]
+			systems := selectedSystems(flagValue("test.bench"), w.name)
+			type round struct{ run, empty *childResult }
+			rounds := make(map[string][]round, len(systems))
+			for range benchCount() {
+				for _, sys := range systems {
+					waitIdle(b, kube.RESTClient(), idle, wl.resources)
+					settle(b)
+					empty := spawn(b, childParams{System: sys, Kinds: w.name, Empty: true})
+					waitIdle(b, kube.RESTClient(), idle, wl.resources)
+					settle(b)
+					p := childParams{System: sys, Kinds: w.name, Objects: w.objects, Received: w.updates, FirstVersion: nextVersion()}
+					run := spawn(b, p, func(ctx context.Context) error {
+						return parallel(ctx, 0, p.Received, patchWorkers, func(ctx context.Context, i int) error {
+							return k.update(ctx, kube, i, p.FirstVersion)
+						})
+					})
+					rounds[sys] = append(rounds[sys], round{run, empty})
+				}
+			}
 			for _, sys := range kindsSystems {
 				b.Run("system="+sys, func(b *testing.B) {
-					var runs, empties []*childResult
+					// -count calls this once per round, in turn.
+					if len(rounds[sys]) == 0 {
+						b.Fatalf("no round of %s left: this benchmark runs as many rounds as -count asks, of the systems -bench selects", sys)
+					}
+					r := rounds[sys][0]
+					rounds[sys] = rounds[sys][1:]
+					// The rounds ran above. With b.Loop this is called once
+					// per -count, and not again for a longer benchtime.
 					for b.Loop() {
-						waitIdle(b, kube.RESTClient(), idle, wl.resources)
-						settle(b)
-						empties = append(empties, spawn(b, childParams{System: sys, Kinds: w.name, Empty: true}))
-						waitIdle(b, kube.RESTClient(), idle, wl.resources)
-						settle(b)
-						p := childParams{System: sys, Kinds: w.name, Objects: w.objects, Received: w.updates, FirstVersion: nextVersion()}
-						runs = append(runs, spawn(b, p, func(ctx context.Context) error {
-							return parallel(ctx, 0, p.Received, patchWorkers, func(ctx context.Context, i int) error {
-								return k.update(ctx, kube, i, p.FirstVersion)
-							})
-						}))
 					}
 					b.ReportMetric(0, "ns/op")
+					runs := []*childResult{r.run}
 					metrics := systemMetrics(runs)
-					metrics[mHeapEmpty], metrics[mHeapPerObject] = heapAboveEmpty(runs, empties)
+					metrics[mHeapEmpty], metrics[mHeapPerObject] = heapAboveEmpty(runs, []*childResult{r.empty})
 					for name, v := range metrics {
 						b.ReportMetric(v, name)
 						kindResults.record(w.objects, kindsName(w, sys), name, v)
@@ -313,4 +335,88 @@ func BenchmarkPods(b *testing.B) {
 			benchKindReads(b, w)
 		})
 	}
+}
+
+// benchCount is -count: how many rounds of each system BenchmarkPods runs.
+func benchCount() int {
+	if n, err := strconv.Atoi(flagValue("test.count")); err == nil && n > 0 {
+		return n
+	}
+	return 1
+}
+
+// flagValue returns the value of the flag named, or "" if there is none.
+func flagValue(name string) string {
+	if f := flag.Lookup(name); f != nil {
+		return f.Value.String()
+	}
+	return ""
+}
+
+// selectedSystems returns the systems whose runs of workload w the -bench
+// pattern selects, matching BenchmarkPods/w/system=sys as the testing
+// package does: each alternative of the pattern, level by level.
+func selectedSystems(pattern, w string) []string {
+	var selected []string
+	for _, sys := range kindsSystems {
+		name := []string{"BenchmarkPods", w, "system=" + sys}
+		if slices.ContainsFunc(splitPattern(pattern), func(levels []string) bool { return matchesLevels(levels, name) }) {
+			selected = append(selected, sys)
+		}
+	}
+	return selected
+}
+
+// matchesLevels reports whether each level of name matches its pattern;
+// levels the pattern leaves out match.
+func matchesLevels(levels, name []string) bool {
+	for i, part := range name {
+		if i >= len(levels) {
+			return true
+		}
+		if ok, err := regexp.MatchString(levels[i], part); err != nil || !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// splitPattern splits a -bench pattern into its alternatives at the top
+// level's bars, and each into levels at its slashes, outside brackets and
+// parentheses, as the testing package does.
+func splitPattern(pattern string) [][]string {
+	var (
+		alternatives [][]string
+		levels       []string
+		brackets     int
+		parens       int
+		start        int
+	)
+	for i := 0; i < len(pattern); i++ {
+		switch pattern[i] {
+		case '[':
+			brackets++
+		case ']':
+			brackets = max(brackets-1, 0)
+		case '(':
+			if brackets == 0 {
+				parens++
+			}
+		case ')':
+			if brackets == 0 {
+				parens--
+			}
+		case '\\':
+			i++
+		case '/', '|':
+			if brackets == 0 && parens == 0 {
+				levels = append(levels, pattern[start:i])
+				start = i + 1
+				if pattern[i] == '|' {
+					alternatives, levels = append(alternatives, levels), nil
+				}
+			}
+		}
+	}
+	return append(alternatives, append(levels, pattern[start:]))
 }

@@ -128,3 +128,23 @@ func TestEventCPUSpreadsCollections(t *testing.T) {
 	}
 	assert.Equal(t, time.Millisecond, r.eventCPU())
 }
+
+// BenchmarkPods alternates the systems -bench selects, so it must select
+// them as the testing package does.
+func TestSelectedSystems(t *testing.T) {
+	for _, tt := range []struct {
+		pattern string
+		want    []string
+	}{
+		{".", kindsSystems},
+		{"BenchmarkPods", kindsSystems},
+		{"BenchmarkPods/objects", kindsSystems},
+		{"BenchmarkPods/pods-10", nil},
+		{"BenchmarkPods/.*/system=(fxkube|controller-runtime)$", []string{fxkube, controllerRuntime}},
+		{"BenchmarkPods/[a-z-]+/system=fxkube-bytes", []string{fxkubeBytes}},
+		{"BenchmarkSystems|BenchmarkPods/objects/system=informers", []string{plainInformers}},
+		{"BenchmarkPods/[a-z0-9-]+/op=", nil},
+	} {
+		assert.Equal(t, tt.want, selectedSystems(tt.pattern, "objects"), tt.pattern)
+	}
+}
