@@ -242,10 +242,10 @@ type kindsWorkload struct {
 	kinds   []*storeKind
 	objects int // of each kind
 	// updates are how many objects of the first kind the benchmark
-	// updates while a child receives: enough for a second or so of CPU.
+	// updates while a child receives: half a second to a few seconds of CPU.
 	// A burst of 1,000 ConfigMaps allocates less than one collection's
 	// worth, and its CPU moved by ±15% between runs; 10,000 by ±6%.
-	// Pods cost about three times more per event.
+	// A Pod event costs two to three times a ConfigMap's.
 	updates int
 	made    *population
 }
