@@ -1,22 +1,45 @@
 package fxstore
 
 import (
+	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 )
 
-// backing is what serves a store: the informer its reads and handlers go
-// to, and the store whose list and watch feed it. A store is backed by its
-// own informer until the registry plans it, at Start or when it is
-// requested later, as a view of a broader store. A sharded store is backed
-// by the stores of its buckets from the start. Nothing else asks which
-// backing a store has.
+// backing is what serves a store. The registry chooses it, once per store:
+//
+//   - ownInformer: an informer of the store's own;
+//   - view: a broader store's informer, filtered;
+//   - heldAsBytes: an informer of its own that holds encodings;
+//   - buckets: the stores of the buckets a replica holds (sharding).
+//
+// As controller-runtime's internal.Cache pairs an informer with a reader,
+// a backing is both: the informer handlers and sources go to, and the
+// reader behind Get, List, ByIndex and Count. Every request for the store
+// and every read goes through it. Health, counts and selection are its
+// answers: nothing else asks which backing a store has.
+//
+// Methods that take the registry's lock say so.
 type backing interface {
-	cache.SharedIndexInformer
-	// source is the store whose list and watch feed this one: itself, or
-	// a view's parent. Its health is the store's.
-	source() *entry
+	reader
+
+	// informer is the informer the store gives out, for handlers.
+	informer() cache.SharedIndexInformer
+	// add takes one more request for the store, with its indexes not yet
+	// declared. An option the backing cannot honour fails, naming the
+	// option and what to do. The registry's lock is held.
+	add(req request, indexes []index) error
+	// health returns since when the list and watch feeding the store have
+	// failed, and their last error; since is zero while they work.
+	health() (since time.Time, err error)
+	// resource names the store's objects in errors, such as NotFound.
+	resource() schema.GroupResource
+	// describe adds to info what the backing tells of the store. The
+	// registry's lock is held.
+	describe(info *StoreInfo)
 	// close ends the backing when the store is dropped: a view's handlers
 	// leave its parent's informer.
 	close()
@@ -26,40 +49,124 @@ type backing interface {
 	heapBytes(n int) int64
 }
 
-// partlySynced is a backing of parts that sync apart, such as the buckets
-// of a sharded store. While the store has not synced, Get finds objects in
-// the parts that have; another backing has no such parts.
-type partlySynced interface {
+// reader reads a backing's objects, in the shape of controller-runtime's
+// CacheReader. Objects are shared and read-only.
+type reader interface {
+	// get returns the object with key ("namespace/name", or "name").
+	get(key string) (item any, ok bool)
+	// getSynced is get while the store has not synced: an object found in
+	// a part that has, such as a bucket of a sharded store. A backing of
+	// one part finds none.
 	getSynced(key string) (item any, ok bool)
-}
-
-// healthOfParts is a backing whose health is its parts', such as the
-// buckets of a sharded store, which has no list or watch of its own.
-type healthOfParts interface {
-	health() (since time.Time, err error)
-}
-
-// counter is a backing that counts its objects without listing their keys
-// together, such as a sharded store, which counts each bucket's.
-type counter interface {
+	// list returns the objects in namespace, or all when it is "". It may
+	// leave out those sel does not select; the caller still filters by
+	// sel.
+	list(namespace string, sel labels.Selector) ([]any, error)
+	// byIndex returns the objects under value in the store's index name.
+	byIndex(name, value string) ([]any, error)
+	// count returns how many objects the backing holds.
 	count() int
 }
+
+// indexerReader reads an indexer: the reader of every backing, but for
+// what a backing answers otherwise.
+type indexerReader struct{ indexer cache.Indexer }
+
+var _ reader = indexerReader{}
+
+func (x indexerReader) get(key string) (any, bool) {
+	item, ok, _ := x.indexer.GetByKey(key)
+	return item, ok
+}
+
+func (indexerReader) getSynced(string) (any, bool) { return nil, false }
+
+func (x indexerReader) list(namespace string, _ labels.Selector) ([]any, error) {
+	if namespace == "" {
+		return x.indexer.List(), nil
+	}
+	return x.indexer.ByIndex(cache.NamespaceIndex, namespace)
+}
+
+func (x indexerReader) byIndex(name, value string) ([]any, error) {
+	return x.indexer.ByIndex(name, value)
+}
+
+func (x indexerReader) count() int { return len(x.indexer.ListKeys()) }
 
 // ownInformer backs a store with an informer of its own, which the
 // registry runs.
 type ownInformer struct {
-	cache.SharedIndexInformer
+	indexerReader
 	e *entry
+}
+
+func newOwnInformer(e *entry) ownInformer {
+	return ownInformer{indexerReader{e.informer.GetIndexer()}, e}
 }
 
 var _ backing = ownInformer{}
 
-func (o ownInformer) source() *entry { return o.e }
+func (o ownInformer) informer() cache.SharedIndexInformer { return o.e.informer }
+
+// add declares the request's indexes on the store's informer. Before the
+// store is planned, it also records the options that choose its backing:
+// afterwards, those the store does not have already fail.
+func (o ownInformer) add(req request, indexes []index) error {
+	e := o.e
+	if e.planned {
+		switch {
+		case req.unshared && !e.unshared:
+			return lateOption(WithoutSharing(), ", its objects sharing their parts")
+		case req.asBytes && !e.asBytes:
+			return lateOption(HeldAsBytes(), ", holding its objects decoded")
+		}
+	}
+	if err := e.addInformerIndexes(indexNames(indexes), indexes, e.indexFunc); err != nil {
+		return err
+	}
+	if req.ownInformer {
+		e.pinned = true
+	}
+	if req.unshared {
+		// A view's objects are its parent's: a store without sharing
+		// holds its own.
+		e.unshared, e.pinned = true, true
+	}
+	if req.asBytes && !e.asBytes {
+		e.asBytes, e.unshared, e.pinned = true, true, true
+		e.codec = newWireCodec(e.example)
+		e.backed.Store(&backingRef{newHeldAsBytes(e)})
+	}
+	return nil
+}
+
+// lateOption is the error of an option a store that has started cannot
+// honour: how it started, and what to do.
+func lateOption(o Option, as string) error {
+	return fmt.Errorf("%s: the store has started%s; give the option in a constructor, before the app starts, in every request for the spec", o, as)
+}
+
+func (o ownInformer) health() (time.Time, error) { return o.e.ownHealth() }
+
+func (o ownInformer) resource() schema.GroupResource { return o.e.boundResource }
+
+func (ownInformer) describe(*StoreInfo) {}
 
 // close does nothing: the registry stops the informer (entry.stop).
 func (ownInformer) close() {}
 
 func (o ownInformer) heapBytes(n int) int64 { return o.e.heapBytes(n) }
+
+// indexNames maps each index to its own name: where a store with an
+// informer of its own declares it.
+func indexNames(indexes []index) map[string]string {
+	names := make(map[string]string, len(indexes))
+	for _, ix := range indexes {
+		names[ix.name] = ix.name
+	}
+	return names
+}
 
 // backingRef holds a backing in an atomic.Pointer.
 type backingRef struct{ backing }

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/sharding"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/fxkube/fxkube/internal/informers"
 	"github.com/fxkube/fxkube/internal/storehooks"
@@ -25,7 +27,10 @@ import (
 // has.
 type buckets struct {
 	*informers.Union[int]
+	indexerReader
 	e *entry // the sharded store
+	// guessed names the store's objects in errors.
+	guessed schema.GroupResource
 
 	// typ, spec and req ask for a bucket's store, with the bucket's shard
 	// and the consumer that consumer names.
@@ -55,7 +60,6 @@ func (f healthFunc) OnHealth(err error) { f(err) }
 
 var (
 	_ backing            = (*buckets)(nil)
-	_ partlySynced       = (*buckets)(nil)
 	_ storehooks.Buckets = (*buckets)(nil)
 )
 
@@ -77,17 +81,27 @@ func (b *buckets) bind(r *Registry, typ reflect.Type, key Key, spec Spec, req re
 	// The union has no source to resolve its resource: NotFound errors
 	// name a guess.
 	plural, _ := meta.UnsafeGuessKindToResource(key.Kind)
-	e.resource = plural.GroupResource()
+	b.guessed = plural.GroupResource()
 	req.buckets = nil
 	b.e, b.typ, b.spec, b.req = e, typ, spec, req
 	b.Union = informers.NewUnion[int]("sharded store " + key.String())
+	b.indexerReader = indexerReader{b.GetIndexer()}
 	e.backed.Store(&backingRef{b})
 	b.update() // no bucket: synced
 	return e, nil
 }
 
-// source is the store itself, which has no list or watch to fail.
-func (b *buckets) source() *entry { return b.e }
+func (b *buckets) informer() cache.SharedIndexInformer { return b.Union }
+
+// add fails: fxshard.For asks for a sharded store once, with its options
+// and indexes, and the registry does not hold it for others to ask.
+func (b *buckets) add(request, []index) error {
+	return fmt.Errorf("sharded store %s takes its options and indexes from fxshard.For, once", b.e.key)
+}
+
+func (b *buckets) resource() schema.GroupResource { return b.guessed }
+
+func (*buckets) describe(*StoreInfo) {}
 
 // close does nothing: the registry does not hold the store.
 func (*buckets) close() {}
@@ -221,24 +235,24 @@ func (b *buckets) update() {
 	}
 }
 
-// getSynced implements partlySynced: key in a bucket that has synced.
+// getSynced finds key in a bucket that has synced.
 func (b *buckets) getSynced(key string) (any, bool) {
 	for _, m := range *b.held.Load() {
 		if !m.synced.Load() {
 			continue
 		}
-		if item, ok, _ := m.indexer().GetByKey(key); ok {
+		if item, ok := m.backing().get(key); ok {
 			return item, true
 		}
 	}
 	return nil, false
 }
 
-// count implements counter: the sum of the buckets' counts.
+// count is the sum of the buckets' counts.
 func (b *buckets) count() int {
 	n := 0
 	for _, m := range *b.held.Load() {
-		n += m.count()
+		n += m.backing().count()
 	}
 	return n
 }

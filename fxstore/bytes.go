@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 	"unique"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -304,44 +305,54 @@ func (c *wireCodec) All(items []any) []any {
 // reads and handlers get them decoded, each time.
 type heldAsBytes struct {
 	*informers.Filtered
-	e *entry
+	indexerReader // of the decoded objects
+	e             *entry
 }
 
 var _ backing = heldAsBytes{}
 
 func newHeldAsBytes(e *entry) heldAsBytes {
-	return heldAsBytes{
-		Filtered: informers.NewFiltered(e.informer, informers.Filter{
-			Name:    e.key.String(),
-			Parent:  e.key.String() + " (as bytes)",
-			Match:   func(any) bool { return true },
-			Project: e.codec,
-		}),
-		e: e,
-	}
+	decoded := informers.NewFiltered(e.informer, informers.Filter{
+		Name:    e.key.String(),
+		Parent:  e.key.String() + " (as bytes)",
+		Match:   func(any) bool { return true },
+		Project: e.codec,
+	})
+	return heldAsBytes{Filtered: decoded, indexerReader: indexerReader{decoded.GetIndexer()}, e: e}
 }
 
-func (b heldAsBytes) source() *entry { return b.e }
+func (b heldAsBytes) informer() cache.SharedIndexInformer { return b.Filtered }
 
-func (b heldAsBytes) close() { b.Filtered.Close() }
+// add is an informer of its own's: its indexes decode what they index.
+func (b heldAsBytes) add(req request, indexes []index) error {
+	return ownInformer{e: b.e}.add(req, indexes)
+}
 
-// selected returns the objects in namespace, or in all when it is "",
-// that sel selects. It decodes those only.
-func (b heldAsBytes) selected(namespace string, sel labels.Selector) ([]any, error) {
-	items, err := ownList(b.e.informer.GetIndexer(), namespace)
+// list returns the objects in namespace, or in all when it is "", that
+// sel selects. It decodes those only.
+func (b heldAsBytes) list(namespace string, sel labels.Selector) ([]any, error) {
+	items, err := indexerReader{b.e.informer.GetIndexer()}.list(namespace, nil)
 	if err != nil {
 		return nil, err
 	}
 	// The indexer returns a slice of the caller's own.
 	out := items[:0]
 	for _, item := range items {
-		if h, ok := item.(*held); ok && !sel.Matches(h.labels) {
+		if h, ok := item.(*held); ok && sel != nil && !sel.Matches(h.labels) {
 			continue
 		}
 		out = append(out, b.e.codec.decode(item))
 	}
 	return out, nil
 }
+
+func (b heldAsBytes) health() (time.Time, error) { return b.e.ownHealth() }
+
+func (b heldAsBytes) resource() schema.GroupResource { return b.e.boundResource }
+
+func (heldAsBytes) describe(*StoreInfo) {}
+
+func (b heldAsBytes) close() { b.Filtered.Close() }
 
 // heapBytes sums the encodings and what holds them, each shared field
 // once, and sizes the objects kept decoded.

@@ -214,7 +214,7 @@ func TestHeldAsBytesAfterStart(t *testing.T) {
 	require.NoError(t, err)
 	fxstoretest.Start(t, r, fxstoretest.NewSource(clientgoscheme.Scheme))
 	_, err = fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{}, fxstore.HeldAsBytes())
-	require.ErrorContains(t, err, "fxstore.HeldAsBytes(): the store has started, holding objects; ask for it before the app starts")
+	require.ErrorContains(t, err, "fxstore.HeldAsBytes(): the store has started, holding its objects decoded; give the option in a constructor, before the app starts")
 }
 
 // A List by label from a store held as bytes selects on labels it keeps

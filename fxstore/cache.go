@@ -687,38 +687,47 @@ func (c *registryCache) List(ctx context.Context, out client.ObjectList, opts ..
 var errContinue = errors.New("continue list option is not supported by the cache")
 
 // list returns the store's objects matching lo's namespace and field
-// selector, before label filtering.
+// selector, before label filtering. Each field requirement is an index
+// lookup; objects are kept that every lookup found.
 func (ns namespaceStore) list(lo client.ListOptions, indexName func(field string) string) ([]any, error) {
 	s := ns.store
 	if !s.HasSynced() {
 		return nil, s.e.notSynced
 	}
+	b := s.e.backing()
 	if lo.FieldSelector == nil || lo.FieldSelector.Empty() {
-		return s.e.list(lo.Namespace, lo.LabelSelector)
+		return b.list(lo.Namespace, lo.LabelSelector)
 	}
-	indexer := s.e.indexer()
-	reqs := lo.FieldSelector.Requirements()
-	indexers := indexer.GetIndexers()
 	var objs []any
-	for i, req := range reqs {
-		name, value := indexName(req.Field), namespacedValue(lo.Namespace, req.Value)
-		fn, ok := indexers[name]
-		if !ok {
+	for i, req := range lo.FieldSelector.Requirements() {
+		name := indexName(req.Field)
+		if name == "" {
 			return nil, fmt.Errorf("store %s: field %q is not indexed; index it with mgr.GetFieldIndexer().IndexField (or fxstore.WithFieldIndex)", s.e.key, req.Field)
 		}
+		found, err := b.byIndex(name, namespacedValue(lo.Namespace, req.Value))
+		if err != nil {
+			return nil, err
+		}
 		if i == 0 {
-			var err error
-			if objs, err = indexer.ByIndex(name, value); err != nil {
-				return nil, err
-			}
+			objs = found
 			continue
 		}
+		keys := make(map[string]struct{}, len(found))
+		for _, obj := range found {
+			keys[objectKey(obj)] = struct{}{}
+		}
 		objs = slices.DeleteFunc(objs, func(obj any) bool {
-			values, err := fn(obj)
-			return err != nil || !slices.Contains(values, value)
+			_, ok := keys[objectKey(obj)]
+			return !ok
 		})
 	}
 	return objs, nil
+}
+
+// objectKey is obj's key in its store: "namespace/name", or "name".
+func objectKey(obj any) string {
+	key, _ := toolscache.MetaNamespaceKeyFunc(obj)
+	return key
 }
 
 // requiresExactMatch reports whether sel only has = and == terms, the field

@@ -16,7 +16,6 @@ import (
 
 	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
@@ -32,15 +31,17 @@ type entry struct {
 	informer cache.SharedIndexInformer
 	lw       lazyListerWatcher
 
-	// Set before the informer runs and read-only afterwards; a view's
-	// resource, its parent's, once it has synced.
-	resource   schema.GroupResource
-	notSynced  error
-	transform  Transform
-	startedAt  time.Time
-	indexFuncs map[string]string
-	// indexCalls are the options that declared the indexes, by name.
-	indexCalls map[string]string
+	// Set before the informer runs and read-only afterwards.
+	boundResource schema.GroupResource
+	notSynced     error
+	transform     Transform
+	startedAt     time.Time
+	// indexes are the indexes the store's requests declared, by name;
+	// onInformer names the indexes on the store's informer, its views'
+	// among them, with the functions' identities. Both are guarded by the
+	// registry's lock.
+	indexes    map[string]index
+	onInformer map[string]string
 
 	late bool // set before the store starts
 	// refs counts the requests for the store; stop ends its informer (see
@@ -53,6 +54,13 @@ type entry struct {
 	// backed is what serves the store: informer, until the registry
 	// serves it from a broader store.
 	backed atomic.Pointer[backingRef]
+	// planned is set once the registry has chosen the store's backing;
+	// parent is then the store it is a view of, nil while it has an
+	// informer of its own, and views the stores served as views of it.
+	// All three are guarded by the registry's lock.
+	planned bool
+	parent  *entry
+	views   map[*entry]struct{}
 	// pinned keeps the store on an informer of its own; guarded by the
 	// registry's lock.
 	pinned bool
@@ -67,9 +75,6 @@ type entry struct {
 	// shared is the table the store's objects share their parts through,
 	// set as the store binds unless it is unshared; nil for a view.
 	shared atomic.Pointer[share.Table]
-	// indexers are the requests' indexes, to move to a view's parent;
-	// guarded by the registry's lock.
-	indexers cache.Indexers
 	// parsed is the key with its selectors parsed, once planning views
 	// needs it; guarded by the registry's lock.
 	parsed *parsedKey
@@ -117,7 +122,7 @@ type entry struct {
 func newEntry(key Key, example k8sruntime.Object, t Transform, r *Registry) *entry {
 	e := newStoreEntry(key, r)
 	e.example, e.transform = example, t
-	e.indexFuncs, e.indexCalls, e.indexers = make(map[string]string), make(map[string]string), cache.Indexers{}
+	e.indexes, e.onInformer = make(map[string]index), make(map[string]string)
 	e.informer = cache.NewSharedIndexInformerWithOptions(&e.lw, example, cache.SharedIndexInformerOptions{
 		Indexers:          cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 		ObjectDescription: key.String(),
@@ -125,7 +130,7 @@ func newEntry(key Key, example k8sruntime.Object, t Transform, r *Registry) *ent
 	// Neither call can fail before the informer has started.
 	_ = e.informer.SetTransform(e.transformObject)
 	_ = e.informer.SetWatchErrorHandlerWithContext(e.watchError)
-	e.backed.Store(&backingRef{ownInformer{e.informer, e}})
+	e.backed.Store(&backingRef{newOwnInformer(e)})
 	return e
 }
 
@@ -140,47 +145,39 @@ func newStoreEntry(key Key, r *Registry) *entry {
 // backing returns what serves the store.
 func (e *entry) backing() backing { return e.backed.Load().backing }
 
-// add records one more request for the store: its consumer and indexes.
-// The registry's lock is held.
+// add records one more request for the store: its consumer, indexes and
+// options, through its backing. The registry's lock is held.
 func (e *entry) add(t Transform, req request) error {
 	if funcIdentity(t.Func) != funcIdentity(e.transform.Func) {
 		return fmt.Errorf("transform %q is already defined with another function; give different transforms different names", t.Name)
 	}
-	added := cache.Indexers{}
+	return e.request(req)
+}
+
+// request passes req to the store's backing with the indexes it declares
+// that the store has not, and records them. The registry's lock is held.
+func (e *entry) request(req request) error {
+	var added []index
 	for _, ix := range req.indexes {
-		switch id, ok := e.indexFuncs[ix.name]; {
+		prev, ok := e.indexes[ix.name]
+		if !ok {
+			if i := slices.IndexFunc(added, func(a index) bool { return a.name == ix.name }); i >= 0 {
+				prev, ok = added[i], true
+			}
+		}
+		switch {
 		case !ok:
-			added[ix.name] = e.indexFunc(ix.fn)
-		case id != ix.fnID:
+			added = append(added, ix)
+		case prev.fnID != ix.fnID:
 			return fmt.Errorf("%s: index %q is already defined with another function; give different indexes different names (%s defined it)",
-				ix.call, ix.name, e.indexCalls[ix.name])
+				ix.call, ix.name, prev.call)
 		}
 	}
-	if err := e.informer.AddIndexers(added); err != nil {
-		return fmt.Errorf("add indexes: %w", err)
+	if err := e.backing().add(req, added); err != nil {
+		return err
 	}
-	for _, ix := range req.indexes {
-		if _, ok := e.indexCalls[ix.name]; !ok {
-			e.indexCalls[ix.name] = ix.call
-		}
-		e.indexFuncs[ix.name] = ix.fnID
-		e.indexers[ix.name] = ix.fn
-	}
-	if req.ownInformer {
-		e.pinned = true
-	}
-	if req.unshared {
-		// A view's objects are its parent's: a store without sharing
-		// holds its own.
-		e.unshared, e.pinned = true, true
-	}
-	if req.asBytes && !e.asBytes {
-		if !e.startedAt.IsZero() {
-			return fmt.Errorf("fxstore.HeldAsBytes(): the store has started, holding objects; ask for it before the app starts, in every request for the spec")
-		}
-		e.asBytes, e.unshared, e.pinned = true, true, true
-		e.codec = newWireCodec(e.example)
-		e.backed.Store(&backingRef{newHeldAsBytes(e)})
+	for _, ix := range added {
+		e.indexes[ix.name] = ix
 	}
 	if !req.indexOnly {
 		e.mu.Lock()
@@ -188,6 +185,41 @@ func (e *entry) add(t Transform, req request) error {
 		e.mu.Unlock()
 	}
 	return nil
+}
+
+// addInformerIndexes declares indexes on the store's informer, each under
+// the name names gives it, its function made by wrap. An index there
+// already, of the same function, is shared. The registry's lock is held.
+func (e *entry) addInformerIndexes(names map[string]string, indexes []index, wrap func(cache.IndexFunc) cache.IndexFunc) error {
+	added := cache.Indexers{}
+	for _, ix := range indexes {
+		name := names[ix.name]
+		if id, ok := e.onInformer[name]; ok {
+			if id != ix.fnID {
+				return fmt.Errorf("%s: the informer of store %s has an index %q of another function", ix.call, e.key, name)
+			}
+			continue
+		}
+		added[name] = wrap(ix.fn)
+	}
+	if err := e.informer.AddIndexers(added); err != nil {
+		return fmt.Errorf("add indexes: %w", err)
+	}
+	for _, ix := range indexes {
+		if name := names[ix.name]; added[name] != nil {
+			e.onInformer[name] = ix.fnID
+		}
+	}
+	return nil
+}
+
+// root returns the store whose informer serves e: its parent if it is a
+// view, else e. The registry's lock is held.
+func (e *entry) root() *entry {
+	if e.parent != nil {
+		return e.parent
+	}
+	return e
 }
 
 // funcIdentity identifies fn by where its code is written, file and line:
@@ -217,7 +249,7 @@ func (e *entry) bind(b Binding, now time.Time) {
 	// Keys hold canonical shard selectors, which parse.
 	e.lw.inShard, _ = shardMatcher(e.key)
 	e.lw.outsideShard = e.droppedOutsideShard
-	e.resource = b.Resource
+	e.boundResource = b.Resource
 	e.startedAt = now
 	if !e.unshared {
 		t := share.New(e.informer.GetIndexer())
@@ -300,7 +332,6 @@ func (e *entry) awaitSync(ctx context.Context, done <-chan struct{}) {
 
 // markSynced marks the store synced, once.
 func (e *entry) markSynced() {
-	e.resource = e.backing().source().resource // a view's parent was bound before it synced
 	d := time.Since(e.startedAt)
 	e.mu.Lock()
 	e.syncedIn = d
@@ -309,7 +340,7 @@ func (e *entry) markSynced() {
 	e.onSynced = nil
 	e.mu.Unlock()
 	close(e.syncedDone())
-	e.registry.log.Info("store synced", zap.Stringer("store", e.key), zap.Duration("took", d), zap.Int("objects", e.count()))
+	e.registry.log.Info("store synced", zap.Stringer("store", e.key), zap.Duration("took", d), zap.Int("objects", e.backing().count()))
 	for _, f := range onSynced {
 		f()
 	}
@@ -392,45 +423,11 @@ func (e *entry) droppedOutsideShard() {
 	}
 }
 
-// indexer is what the store reads: its backing's indexer.
-func (e *entry) indexer() cache.Indexer { return e.backing().GetIndexer() }
-
-// list returns the store's objects in namespace, or all when it is "".
-// A backing that selects by label first may leave out those sel does not
-// select; the caller still filters by sel.
-func (e *entry) list(namespace string, sel labels.Selector) ([]any, error) {
-	if s, ok := e.backing().(selecting); ok && sel != nil && !sel.Empty() {
-		return s.selected(namespace, sel)
-	}
-	return ownList(e.indexer(), namespace)
-}
-
-// selecting is a backing that selects by label before it makes objects:
-// a store held as bytes decodes only those selected.
-type selecting interface {
-	selected(namespace string, sel labels.Selector) ([]any, error)
-}
-
-// ownList returns indexer's objects in namespace, or all when it is "".
-func ownList(indexer cache.Indexer, namespace string) ([]any, error) {
-	if namespace == "" {
-		return indexer.List(), nil
-	}
-	return indexer.ByIndex(cache.NamespaceIndex, namespace)
-}
-
-// count returns how many objects the store holds.
-func (e *entry) count() int {
-	if c, ok := e.backing().(counter); ok {
-		return c.count()
-	}
-	return len(e.indexer().ListKeys())
-}
-
 // held returns how many objects the store holds, and the heap they take.
 func (e *entry) held() (objects int, bytes int64) {
-	objects = e.count()
-	return objects, e.backing().heapBytes(objects)
+	b := e.backing()
+	objects = b.count()
+	return objects, b.heapBytes(objects)
 }
 
 // sampled is how many objects an unshared store sizes to estimate its
@@ -458,42 +455,26 @@ func (e *entry) heapBytes(n int) int64 {
 }
 
 func (e *entry) info() StoreInfo {
-	// indexFuncs is guarded by the registry's lock, which is taken before
-	// the entry's.
-	e.registry.mu.Lock()
-	indexes := slices.Sorted(maps.Keys(e.indexFuncs))
-	e.registry.mu.Unlock()
-	var (
-		viewOf    *Key
-		parentErr error // why the parent of a view not synced has not synced
-	)
-	if src := e.backing().source(); src != e {
-		viewOf = &src.key
-		if !e.synced.Load() {
-			src.mu.Lock()
-			if err := src.reportedErrLocked(); err != nil {
-				parentErr = fmt.Errorf("its store %s: %w", src.key, err)
-			}
-			src.mu.Unlock()
-		}
-	}
 	since, failing := e.health()
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	lastErr := cmp.Or(e.reportedErrLocked(), parentErr, failing)
-	return StoreInfo{
+	info := StoreInfo{
 		Key:       e.key,
-		ViewOf:    viewOf,
 		Consumers: slices.Clone(e.consumers),
-		Indexes:   indexes,
-		Late:      e.late,
 		Status: StoreStatus{
-			Synced:        e.synced.Load(),
-			SyncDuration:  e.syncedIn,
-			LastError:     lastErr,
-			FailingSince:  since,
-			OutsideShard:  e.outsideShard.Load(),
-			ShardOnClient: e.key.Shard != "" && (viewOf != nil || e.outsideShard.Load() > 0),
+			Synced:       e.synced.Load(),
+			SyncDuration: e.syncedIn,
+			LastError:    cmp.Or(e.reportedErrLocked(), failing),
+			FailingSince: since,
+			OutsideShard: e.outsideShard.Load(),
 		},
 	}
+	e.mu.Unlock()
+	// The registry's lock is taken before the entry's.
+	e.registry.mu.Lock()
+	info.Late = e.late
+	info.Indexes = slices.Sorted(maps.Keys(e.indexes))
+	e.backing().describe(&info)
+	e.registry.mu.Unlock()
+	info.Status.ShardOnClient = e.key.Shard != "" && (info.ViewOf != nil || info.Status.OutsideShard > 0)
+	return info
 }

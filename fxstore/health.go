@@ -141,18 +141,17 @@ func (e *entry) listWatchSucceeded() {
 
 // health returns since when the list/watch feeding the store has failed,
 // and its last error; since is zero while it works, and while the failure
-// is diagnosed. A view's is its parent's.
-func (e *entry) health() (since time.Time, err error) {
-	if h, ok := e.backing().(healthOfParts); ok {
-		return h.health()
-	}
-	src := e.backing().source()
-	src.mu.Lock()
-	defer src.mu.Unlock()
-	if src.failingSince.IsZero() || !src.announced {
+// is diagnosed. It is its backing's: a view's is its parent's.
+func (e *entry) health() (since time.Time, err error) { return e.backing().health() }
+
+// ownHealth is health for a store whose own list/watch feeds it.
+func (e *entry) ownHealth() (since time.Time, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.failingSince.IsZero() || !e.announced {
 		return time.Time{}, nil
 	}
-	return src.failingSince, src.reportedErrLocked()
+	return e.failingSince, e.reportedErrLocked()
 }
 
 // failure is what Store.Err returns: nil while the store works.
@@ -179,12 +178,7 @@ func (e *entry) notifyHealth() {
 // as views of it, that e began to fail or works again.
 func (r *Registry) healthChanged(e *entry) {
 	r.mu.Lock()
-	affected := []*entry{e}
-	for _, o := range r.order {
-		if o != e && o.backing().source() == e {
-			affected = append(affected, o)
-		}
-	}
+	affected := append([]*entry{e}, slices.Collect(maps.Keys(e.views))...)
 	r.mu.Unlock()
 	for _, o := range affected {
 		o.notifyHealth()

@@ -16,7 +16,7 @@ type storeInformer struct{ e *entry }
 
 var _ cache.SharedIndexInformer = (*storeInformer)(nil)
 
-func (i *storeInformer) target() cache.SharedIndexInformer { return i.e.backing() }
+func (i *storeInformer) target() cache.SharedIndexInformer { return i.e.backing().informer() }
 
 // pinIfUnplanned keeps the store on its own informer if the registry has
 // not planned it yet: handlers cannot be moved to a view's.
@@ -91,10 +91,11 @@ func (i *storeInformer) SetTransform(t cache.TransformFunc) error { return i.tar
 // IsStopped implements cache.SharedInformer.
 func (i *storeInformer) IsStopped() bool { return i.target().IsStopped() }
 
-// AddIndexers implements cache.SharedIndexInformer.
+// AddIndexers implements cache.SharedIndexInformer. The indexes are the
+// store's, as a request's would be: a view's go onto its parent's
+// informer under names of the view's.
 func (i *storeInformer) AddIndexers(indexers cache.Indexers) error {
-	i.pinIfUnplanned()
-	return i.target().AddIndexers(indexers)
+	return i.e.registry.addIndexers(i.e, indexers)
 }
 
 // GetIndexer implements cache.SharedIndexInformer.

@@ -20,6 +20,7 @@ func (r *Registry) addLocked(e *entry) {
 	if !r.started {
 		return
 	}
+	e.planned = true
 	e.late = r.synced
 	switch p := r.lateParent(e); {
 	case p != nil && e.serveAsView(p):
@@ -38,6 +39,11 @@ func (r *Registry) addLocked(e *entry) {
 // The registry's lock is held.
 func (r *Registry) startView(e, parent *entry) {
 	parent.refs++ // released with e
+	e.parent = parent
+	if parent.views == nil {
+		parent.views = make(map[*entry]struct{})
+	}
+	parent.views[e] = struct{}{}
 	e.startedAt = time.Now()
 	ctx := e.runContext(r.runCtx)
 	if parent.synced.Load() {
@@ -71,7 +77,7 @@ func (r *Registry) serveShardFromWhole(e *entry) bool {
 	default:
 		r.retryLocked(whole)
 	}
-	parent := whole.backing().source()
+	parent := whole.root()
 	if !e.serveAsView(parent) {
 		if !ok {
 			r.forgetLocked(whole)
@@ -96,7 +102,7 @@ func (r *Registry) lateParent(e *entry) *entry {
 	if e.pinned {
 		return nil
 	}
-	return broadestCover(e, r.order, func(b *entry) bool { return b.backing().source() == b && b.bindFailure() == nil })
+	return broadestCover(e, r.order, func(b *entry) bool { return b.parent == nil && b.bindFailure() == nil })
 }
 
 // startLate binds and runs a store requested after Start. The registry's
@@ -186,10 +192,10 @@ func (r *Registry) releaseLocked(e *entry) {
 		return
 	}
 	r.forgetLocked(e)
-	b := e.backing()
-	b.close()
-	if src := b.source(); src != e {
-		r.releaseLocked(src)
+	e.backing().close()
+	if p := e.parent; p != nil {
+		delete(p.views, e)
+		r.releaseLocked(p)
 	}
 	if w := e.whole; w != nil {
 		w.shardViews--
@@ -213,7 +219,7 @@ func (r *Registry) forgetLocked(e *entry) {
 // retryLocked starts e again if it could not be bound, or, for a view, its
 // parent. The registry's lock is held.
 func (r *Registry) retryLocked(e *entry) {
-	e = e.backing().source() // a view starts with its parent
+	e = e.root() // a view starts with its parent
 	if e.takeBindFailure() {
 		r.startLate(e)
 	}

@@ -90,7 +90,9 @@ type index struct {
 
 // WithIndex declares a named index on the store: fn returns the values an
 // object is found under by Store.ByIndex. Requests for one store that declare
-// the same index name must pass the same function.
+// the same index name must pass the same function. Indexes are the store's
+// own, asked before or after start: a view's go onto the informer of the
+// store serving it, apart from that store's indexes of the same name.
 //
 // T is the store's object type, or an interface it implements, such as
 // client.Object.
@@ -189,6 +191,9 @@ func WithConsumer(name string) Option {
 // store also makes each object it returns (one allocation per Get, one per
 // List), as its objects are the typed store's; BENCHMARKS.md has the
 // figures.
+//
+// A store that has started as a view cannot take it: ask for it before the
+// app starts, in a constructor.
 func WithOwnInformer() Option {
 	return newOption(func(r *request) { r.ownInformer = true }, "fxstore.WithOwnInformer()")
 }
@@ -203,7 +208,8 @@ func WithOwnInformer() Option {
 // figures. Turn sharing off for a store whose objects repeat little and
 // change often, or to rule sharing out while chasing a bug. The store
 // then has an informer of its own, as with WithOwnInformer: a view's
-// objects are its parent's.
+// objects are its parent's. A store that has started sharing cannot take
+// it: ask for it before the app starts.
 func WithoutSharing() Option {
 	return newOption(func(r *request) { r.unshared = true }, "fxstore.WithoutSharing()")
 }

@@ -2,8 +2,7 @@ package fxstore
 
 import (
 	"maps"
-
-	"k8s.io/client-go/tools/cache"
+	"slices"
 )
 
 // broadestCover returns the broadest of candidates, those eligible, that
@@ -65,9 +64,8 @@ func (r *Registry) planViews(all []*entry) map[*entry]*entry {
 }
 
 // viewFilter returns what the store selects of parent's objects, if the
-// store can be a view of parent: the client can evaluate it, its objects
-// can be made from parent's, and parent has no index of another function
-// by the name its own indexes take there. The registry's lock is held.
+// store can be a view of parent: the client can evaluate it, and its
+// objects can be made from parent's. The registry's lock is held.
 func (e *entry) viewFilter(parent *entry) (viewSelection, bool) {
 	if parent.asBytes {
 		// Its informer holds bytes, not objects a view can match.
@@ -77,14 +75,8 @@ func (e *entry) viewFilter(parent *entry) (viewSelection, bool) {
 	if err != nil {
 		return viewSelection{}, false
 	}
-	projected := parent.key.Projection != e.key.Projection
-	if projected && !hasObjectMeta(parent.example) {
+	if parent.key.Projection != e.key.Projection && !hasObjectMeta(parent.example) {
 		return viewSelection{}, false
-	}
-	for name, id := range e.indexFuncs {
-		if pid, ok := parent.indexFuncs[parentIndexName(projected, name)]; ok && pid != id {
-			return viewSelection{}, false
-		}
 	}
 	return sel, true
 }
@@ -97,17 +89,7 @@ func (e *entry) parsedKey() *parsedKey {
 	return e.parsed
 }
 
-// parentIndexName is the name an index declared on a view takes on its
-// parent's informer. A metadata-only view's index functions take its
-// objects, not the parent's: they get names of their own there, wrapped.
-func parentIndexName(projected bool, name string) string {
-	if projected {
-		return "fxstore metadata " + name
-	}
-	return name
-}
-
-// serveAsView makes the store a view of parent, moving its indexes to
+// serveAsView makes the store a view of parent, with its indexes on
 // parent's informer, when viewFilter allows. The registry's lock is held.
 func (e *entry) serveAsView(parent *entry) bool {
 	sel, ok := e.viewFilter(parent)
@@ -118,25 +100,12 @@ func (e *entry) serveAsView(parent *entry) bool {
 	if parent.key.Projection != e.key.Projection {
 		project = newMetadataProjection(e.key.Kind)
 	}
-	moved, names := cache.Indexers{}, make(map[string]string, len(e.indexers))
-	for name, fn := range e.indexers {
-		pname := parentIndexName(project != nil, name)
-		names[name] = pname
-		if _, ok := parent.indexFuncs[pname]; !ok {
-			moved[pname] = project.indexFunc(fn)
-		}
-	}
-	if err := parent.informer.AddIndexers(moved); err != nil {
+	v, err := newView(parent, e, sel, project)
+	if err != nil {
 		return false
 	}
-	for name, pname := range names {
-		if fn, ok := moved[pname]; ok {
-			parent.indexFuncs[pname] = e.indexFuncs[name]
-			parent.indexers[pname] = fn
-		}
-	}
-	v, err := newView(parent, e.key, sel, project, names, maps.Clone(e.indexers))
-	if err != nil {
+	if err := v.addIndexes(slices.Collect(maps.Values(e.indexes))); err != nil {
+		v.close()
 		return false
 	}
 	e.backed.Store(&backingRef{v})

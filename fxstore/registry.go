@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fxkube/fxkube/internal/caller"
@@ -159,6 +161,22 @@ func (r *Registry) register(typ reflect.Type, spec Spec, req request) (*entry, e
 	return e, nil
 }
 
+// addIndexers declares indexers added through a store's informer as a
+// request for the store declares its indexes: through its backing.
+func (r *Registry) addIndexers(e *entry, indexers cache.Indexers) error {
+	req := request{indexOnly: true}
+	for _, name := range slices.Sorted(maps.Keys(indexers)) {
+		fn := indexers[name]
+		req.indexes = append(req.indexes, index{name: name, fn: fn, fnID: funcIdentity(fn), call: fmt.Sprintf("Informer().AddIndexers(%q)", name)})
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := e.request(req); err != nil {
+		return fmt.Errorf("store %s: %w", e.key, err)
+	}
+	return nil
+}
+
 // StoreInfo describes one store of a registry.
 type StoreInfo struct {
 	Key Key
@@ -248,10 +266,13 @@ func (r *Registry) Start(ctx context.Context, src Source) error {
 	r.started = true
 	r.cancel, r.src, r.runCtx = cancel, src, runCtx
 	var entries, views []*entry
+	parents := make(map[*entry]*entry)
 	plan := r.planViews(r.order)
 	for _, e := range r.order {
+		e.planned = true
 		if p, ok := plan[e]; ok && e.serveAsView(p) {
 			views = append(views, e)
+			parents[e] = p
 			continue
 		}
 		entries = append(entries, e)
@@ -302,7 +323,7 @@ func (r *Registry) Start(ctx context.Context, src Source) error {
 		r.wg.Go(func() { e.awaitSync(ctx, e.informer.HasSyncedChecker().Done()) })
 	}
 	for _, e := range views {
-		r.startView(e, e.backing().source())
+		r.startView(e, parents[e])
 	}
 	r.log.Info("stores started", zap.Int("stores", len(entries)+len(views)), zap.Int("informers", len(entries)), zap.Int("requests", r.requests))
 	return nil

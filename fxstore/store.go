@@ -95,24 +95,24 @@ func (s *Store[T]) Get(namespace, name string) (T, error) {
 	if !s.e.synced.Load() {
 		return s.getUnsynced(namespace, name)
 	}
-	indexer := s.e.indexer()
+	b := s.e.backing()
 	var (
 		item   any
 		exists bool
 	)
 	if namespace == "" {
-		item, exists, _ = indexer.GetByKey(name)
+		item, exists = b.get(name)
 	} else {
 		buf := keyBuffers.Get().(*[]byte)
-		b := append(append(append((*buf)[:0], namespace...), '/'), name...)
+		bs := append(append(append((*buf)[:0], namespace...), '/'), name...)
 		// The indexer only looks the key up and does not keep it, so it
 		// may point into the pooled buffer.
-		item, exists, _ = indexer.GetByKey(unsafe.String(unsafe.SliceData(b), len(b)))
-		*buf = b
+		item, exists = b.get(unsafe.String(unsafe.SliceData(bs), len(bs)))
+		*buf = bs
 		keyBuffers.Put(buf)
 	}
 	if !exists {
-		return zero, apierrors.NewNotFound(s.e.resource, name)
+		return zero, apierrors.NewNotFound(b.resource(), name)
 	}
 	return item.(T), nil
 }
@@ -120,10 +120,8 @@ func (s *Store[T]) Get(namespace, name string) (T, error) {
 // getUnsynced is Get while the store has not synced: an object found in a
 // part that has (a bucket of a sharded store), else ErrNotSynced.
 func (s *Store[T]) getUnsynced(namespace, name string) (T, error) {
-	if p, ok := s.e.backing().(partlySynced); ok {
-		if item, ok := p.getSynced(cache.NewObjectName(namespace, name).String()); ok {
-			return item.(T), nil
-		}
+	if item, ok := s.e.backing().getSynced(cache.NewObjectName(namespace, name).String()); ok {
+		return item.(T), nil
 	}
 	var zero T
 	return zero, s.e.notSynced
@@ -141,7 +139,7 @@ func (s *Store[T]) List(opts ...client.ListOption) ([]T, error) {
 	if lo.FieldSelector != nil && !lo.FieldSelector.Empty() {
 		return nil, fmt.Errorf("store %s: List does not take field selectors; declare an index with WithIndex and use ByIndex", s.e.key)
 	}
-	items, err := s.e.list(lo.Namespace, lo.LabelSelector)
+	items, err := s.e.backing().list(lo.Namespace, lo.LabelSelector)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", s.e.key, err)
 	}
@@ -154,7 +152,7 @@ func (s *Store[T]) ByIndex(index, value string) ([]T, error) {
 	if !s.e.synced.Load() {
 		return nil, s.e.notSynced
 	}
-	items, err := s.e.indexer().ByIndex(index, value)
+	items, err := s.e.backing().byIndex(index, value)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w; declare it with fxstore.WithIndex", s.e.key, err)
 	}
@@ -173,7 +171,7 @@ func (s *Store[T]) Count() (int, error) {
 	if !s.e.synced.Load() {
 		return 0, s.e.notSynced
 	}
-	return s.e.count(), nil
+	return s.e.backing().count(), nil
 }
 
 // filter returns the items that sel matches, all if it is nil, as Ts.

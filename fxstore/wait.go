@@ -152,17 +152,22 @@ func (r *Registry) diagnoseSilent(w waitState) {
 }
 
 func (r *Registry) waiting(key *Key) waitState {
-	var w waitState
-	if key == nil {
-		r.mu.Lock()
+	var (
+		w       waitState
+		entries []*entry
+	)
+	r.mu.Lock()
+	switch e, ok := r.entries[deref(key)]; {
+	case key == nil:
 		w.delays = slices.Sorted(maps.Values(r.delays))
-		r.mu.Unlock()
+		entries = slices.Clone(r.order)
+	case ok:
+		entries = []*entry{e}
 	}
+	r.mu.Unlock()
 	// Waiting runs at each change: it does not size the stores.
-	for _, info := range r.stores(false) {
-		if key != nil && info.Key != *key {
-			continue
-		}
+	for _, e := range entries {
+		info := e.info()
 		w.total++
 		if info.Status.Synced {
 			continue
@@ -177,6 +182,14 @@ func (r *Registry) waiting(key *Key) waitState {
 		}
 	}
 	return w
+}
+
+// deref returns *key, or the zero Key for nil.
+func deref(key *Key) Key {
+	if key == nil {
+		return Key{}
+	}
+	return *key
 }
 
 func notSyncedCause(lastErr error) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/client-go/tools/cache"
@@ -28,12 +29,6 @@ type Filter struct {
 	// Namespace, or all of them when it is "".
 	ListIndex string
 	Namespace string
-	// IndexNames maps the filtered informer's index names to the
-	// parent's, where they differ.
-	IndexNames map[string]string
-	// Indexers are the filtered informer's index functions, when they
-	// are not the parent's (they take projected objects).
-	Indexers cache.Indexers
 }
 
 // AllNamespaces is the value a Filter's ListIndex files every object
@@ -58,6 +53,9 @@ type Filtered struct {
 	parent  cache.SharedIndexInformer
 	filter  Filter
 	indexer *filteredIndexer
+	// indexes are the filtered informer's indexes (SetIndexes); nil,
+	// they are the parent's.
+	indexes atomic.Pointer[filteredIndexes]
 
 	// regs are the handlers added through the filter, which leave the
 	// parent when it closes.
@@ -71,8 +69,25 @@ var _ cache.SharedIndexInformer = (*Filtered)(nil)
 // NewFiltered returns the informer of the objects f selects of parent's.
 func NewFiltered(parent cache.SharedIndexInformer, f Filter) *Filtered {
 	i := &Filtered{parent: parent, filter: f, regs: make(map[cache.ResourceEventHandlerRegistration]struct{})}
-	i.indexer = &filteredIndexer{parent: parent.GetIndexer(), f: &i.filter}
+	i.indexer = &filteredIndexer{parent: parent.GetIndexer(), f: &i.filter, indexes: &i.indexes}
 	return i
+}
+
+// filteredIndexes are a filtered informer's indexes: their names on the
+// parent's informer, by their own, and their functions, which take the
+// filtered informer's objects.
+type filteredIndexes struct {
+	names    map[string]string
+	indexers cache.Indexers
+}
+
+// SetIndexes sets the filtered informer's indexes: names maps each to its
+// name on the parent's informer, and indexers holds their functions,
+// taking the filtered informer's objects. Reads of an index not in names
+// fail afterwards, as an informer's do, even where the parent has an
+// index of that name; the namespace index is always the parent's. Neither map may change afterwards.
+func (i *Filtered) SetIndexes(names map[string]string, indexers cache.Indexers) {
+	i.indexes.Store(&filteredIndexes{names: names, indexers: indexers})
 }
 
 // Close removes the handlers added through i from the parent; adding
@@ -226,8 +241,9 @@ func (h filteredHandler) OnDelete(obj any) {
 // filteredIndexer is the parent's indexer, filtered.
 type filteredIndexer struct {
 	readOnly
-	parent cache.Indexer
-	f      *Filter
+	parent  cache.Indexer
+	f       *Filter
+	indexes *atomic.Pointer[filteredIndexes]
 }
 
 var _ cache.Indexer = (*filteredIndexer)(nil)
@@ -243,11 +259,16 @@ func (x *filteredIndexer) filter(items []any) []any {
 }
 
 // parentIndex returns the name the index name has on the parent.
-func (x *filteredIndexer) parentIndex(name string) string {
-	if n, ok := x.f.IndexNames[name]; ok {
-		return n
+func (x *filteredIndexer) parentIndex(name string) (string, error) {
+	ix := x.indexes.Load()
+	if ix == nil || name == cache.NamespaceIndex {
+		return name, nil
 	}
-	return name
+	if n, ok := ix.names[name]; ok {
+		return n, nil
+	}
+	// client-go's indexer says the same.
+	return "", fmt.Errorf("index with name %s does not exist", name)
 }
 
 // List implements cache.Store.
@@ -310,7 +331,11 @@ func (x *filteredIndexer) GetByKey(key string) (any, bool, error) {
 
 // Index implements cache.Indexer.
 func (x *filteredIndexer) Index(name string, obj any) ([]any, error) {
-	items, err := x.parent.Index(x.parentIndex(name), obj)
+	parent, err := x.parentIndex(name)
+	if err != nil {
+		return nil, err
+	}
+	items, err := x.parent.Index(parent, obj)
 	return x.filter(items), err
 }
 
@@ -325,20 +350,28 @@ func (x *filteredIndexer) ByIndex(name, value string) ([]any, error) {
 	if name == cache.NamespaceIndex {
 		return x.InNamespace(value), nil
 	}
-	items, err := x.parent.ByIndex(x.parentIndex(name), value)
+	parent, err := x.parentIndex(name)
+	if err != nil {
+		return nil, err
+	}
+	items, err := x.parent.ByIndex(parent, value)
 	return x.filter(items), err
 }
 
 // ListIndexFuncValues implements cache.Indexer: the parent's values, which
 // may include values of objects the filter leaves out.
 func (x *filteredIndexer) ListIndexFuncValues(name string) []string {
-	return x.parent.ListIndexFuncValues(x.parentIndex(name))
+	parent, err := x.parentIndex(name)
+	if err != nil {
+		return nil
+	}
+	return x.parent.ListIndexFuncValues(parent)
 }
 
 // GetIndexers implements cache.Indexer.
 func (x *filteredIndexer) GetIndexers() cache.Indexers {
-	if x.f.Indexers != nil {
-		return x.f.Indexers
+	if ix := x.indexes.Load(); ix != nil {
+		return ix.indexers
 	}
 	return x.parent.GetIndexers()
 }

@@ -258,7 +258,7 @@ func TestFilteredReads(t *testing.T) {
 	}{
 		{
 			name: "a list index",
-			give: informers.Filter{Match: isWeb, ListIndex: "view", IndexNames: indexNames},
+			give: informers.Filter{Match: isWeb, ListIndex: "view"},
 			want: map[string][]string{
 				"List":                               {"ns1/web1 v=1", "ns2/web2 v=1"},
 				"ListKeys":                           {"ns1/web1", "ns2/web2"},
@@ -279,7 +279,7 @@ func TestFilteredReads(t *testing.T) {
 		},
 		{
 			name: "a list index, projected",
-			give: informers.Filter{Match: isWeb, ListIndex: "view", IndexNames: indexNames, Project: metaOnly{}},
+			give: informers.Filter{Match: isWeb, ListIndex: "view", Project: metaOnly{}},
 			want: map[string][]string{
 				"List":                               {"meta ns1/web1 v=1", "meta ns2/web2 v=1"},
 				"ListKeys":                           {"ns1/web1", "ns2/web2"},
@@ -301,9 +301,8 @@ func TestFilteredReads(t *testing.T) {
 		{
 			name: "one namespace",
 			give: informers.Filter{
-				Match:      func(obj any) bool { return obj.(*corev1.ConfigMap).Namespace == "ns1" },
-				Namespace:  "ns1",
-				IndexNames: indexNames,
+				Match:     func(obj any) bool { return obj.(*corev1.ConfigMap).Namespace == "ns1" },
+				Namespace: "ns1",
 			},
 			want: map[string][]string{
 				"List":                               {"ns1/db1 v=1", "ns1/web1 v=1"},
@@ -325,7 +324,7 @@ func TestFilteredReads(t *testing.T) {
 		},
 		{
 			name: "all namespaces",
-			give: informers.Filter{Match: func(any) bool { return true }, IndexNames: indexNames},
+			give: informers.Filter{Match: func(any) bool { return true }},
 			want: map[string][]string{
 				"List":                               {"ns1/db1 v=1", "ns1/web1 v=1", "ns2/db2 v=1", "ns2/web2 v=1"},
 				"ListKeys":                           {"ns1/db1", "ns1/web1", "ns2/db2", "ns2/web2"},
@@ -348,7 +347,9 @@ func TestFilteredReads(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			require.Len(t, tt.want, len(reads), "want an answer for every read")
-			ix := informers.NewFiltered(p, tt.give).GetIndexer()
+			f := informers.NewFiltered(p, tt.give)
+			f.SetIndexes(indexNames, cache.Indexers{"app": byApp})
+			ix := f.GetIndexer()
 			for name, read := range reads {
 				want, ok := tt.want[name]
 				require.True(t, ok, "no want for %s", name)
@@ -372,8 +373,9 @@ func found(t *testing.T) func(item any, exists bool, err error) []string {
 func TestFilteredIndexerRest(t *testing.T) {
 	p := newFakeInformer(t, cache.Indexers{"view": viewIndex, "byApp": byApp}, configMap("ns1", "web1", "web", "1"), configMap("ns2", "db1", "db", "1"))
 	p.start(t)
-	parentOnly := informers.NewFiltered(p, informers.Filter{Match: isWeb, ListIndex: "view", IndexNames: map[string]string{"app": "byApp"}})
-	own := informers.NewFiltered(p, informers.Filter{Match: isWeb, ListIndex: "view", Indexers: cache.Indexers{"own": byApp}})
+	parentOnly := informers.NewFiltered(p, informers.Filter{Match: isWeb, ListIndex: "view"})
+	own := informers.NewFiltered(p, informers.Filter{Match: isWeb, ListIndex: "view"})
+	own.SetIndexes(map[string]string{"own": "byApp"}, cache.Indexers{"own": byApp})
 	obj := configMap("ns1", "web2", "web", "1")
 
 	tests := []struct {
@@ -383,8 +385,18 @@ func TestFilteredIndexerRest(t *testing.T) {
 	}{
 		{
 			name: "ListIndexFuncValues are the parent's, under the parent's index name",
-			read: func() any { return sorted(parentOnly.GetIndexer().ListIndexFuncValues("app")) },
+			read: func() any { return sorted(own.GetIndexer().ListIndexFuncValues("own")) },
 			want: []string{"db", "web"},
+		},
+		{
+			name: "without indexes set, they are the parent's, by the parent's names",
+			read: func() any { return sorted(parentOnly.GetIndexer().ListIndexFuncValues("byApp")) },
+			want: []string{"db", "web"},
+		},
+		{
+			name: "with indexes set, an index of the parent's alone is not the filter's",
+			read: func() any { _, err := own.GetIndexer().ByIndex("byApp", "web"); return err.Error() },
+			want: "index with name byApp does not exist",
 		},
 		{
 			name: "GetIndexers are the parent's",
@@ -392,7 +404,7 @@ func TestFilteredIndexerRest(t *testing.T) {
 			want: []string{"byApp", cache.NamespaceIndex, "view"},
 		},
 		{
-			name: "GetIndexers are the filter's own when it has some",
+			name: "GetIndexers are the filter's own once set",
 			read: func() any { return indexNames(own.GetIndexer().GetIndexers()) },
 			want: []string{"own"},
 		},
