@@ -24,6 +24,7 @@ import (
 	"github.com/fxkube/fxkube/internal/caller"
 	"github.com/fxkube/fxkube/internal/grace"
 	internalprimary "github.com/fxkube/fxkube/internal/primary"
+	"github.com/fxkube/fxkube/internal/storehooks"
 )
 
 // Controller reconciles the objects of one store with a controller-runtime
@@ -67,6 +68,10 @@ type Primary interface {
 	WaitForSync(ctx context.Context) error
 }
 
+// storeHooks are what fxstore's registry does for fxcontroller and not for
+// users.
+var storeHooks = storehooks.Get[*fxstore.Registry, fxstore.Key, fxstore.Spec, fxstore.Option]()
+
 // New returns a controller named name that reconciles the objects of primary
 // with r. Each change to a primary object enqueues a request for it; Watches
 // adds secondary stores whose changes enqueue primary objects too. A
@@ -83,7 +88,11 @@ type Primary interface {
 // concurrency, panic recovery and metrics (controller_runtime_reconcile_*)
 // apply.
 func New(name string, primary Primary, r reconcile.Reconciler, opts ...Option) (*Controller, error) {
-	gated, isGated := primary.(internalprimary.Gated)
+	var gated internalprimary.Gated
+	if !isNil(primary) {
+		gated = storeHooks.Gate(primary)
+	}
+	isGated := gated != nil
 	o := options{leaderElection: !isGated}
 	for _, opt := range opts {
 		if opt != nil {
@@ -97,11 +106,7 @@ func New(name string, primary Primary, r reconcile.Reconciler, opts ...Option) (
 		errs = append(errs, fmt.Errorf("invalid name: %s", strings.Join(msgs, "; ")))
 	}
 	if isNil(primary) {
-		from := "fxstore.For"
-		if isGated {
-			from = "fxshard.For"
-		}
-		errs = append(errs, fmt.Errorf("primary store is nil; pass the store %s returned (check its error)", from))
+		errs = append(errs, errors.New("primary store is nil; pass the store fxstore.For or fxshard.For returned (check its error)"))
 	}
 	if isNil(r) {
 		errs = append(errs, errors.New("reconciler is nil"))

@@ -14,8 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-
-	"github.com/fxkube/fxkube/fxstore"
 )
 
 // Options are typed by the call that takes them, as controller-runtime's
@@ -102,17 +100,18 @@ func WithClientOptions(opts client.Options) HostedOption {
 // objects: h maps each event to the requests to reconcile, as with
 // controller-runtime's handler.EnqueueRequestForOwner (objects the primary
 // objects own) or handler.EnqueueRequestsFromMapFunc (any mapping).
-// Predicates filter the store's events before h sees them.
+// Predicates filter the store's events before h sees them. The store is
+// any store, as New's primary is: an *fxstore.Store or an *fxshard.Store.
 //
 // The controller subscribes to the store's shared informer: it adds no watch
 // of its own to the API server.
-func Watches[T client.Object](store *fxstore.Store[T], h handler.EventHandler, predicates ...predicate.Predicate) Option {
+func Watches(store Primary, h handler.EventHandler, predicates ...predicate.Predicate) Option {
 	return newOption(func(o *options) {
 		switch {
-		case store == nil:
-			o.errs = append(o.errs, errors.New("Watches: store is nil; pass the store fxstore.For returned (check its error)"))
+		case isNil(store):
+			o.errs = append(o.errs, errors.New("Watches: store is nil; pass the store fxstore.For or fxshard.For returned (check its error)"))
 		case h == nil:
-			o.errs = append(o.errs, fmt.Errorf("Watches(%s): handler is nil; map events to requests with handler.EnqueueRequestForOwner or handler.EnqueueRequestsFromMapFunc", store))
+			o.errs = append(o.errs, fmt.Errorf("Watches(%s): handler is nil; map events to requests with handler.EnqueueRequestForOwner or handler.EnqueueRequestsFromMapFunc", storeName(store)))
 		default:
 			o.watches = append(o.watches, newStoreSource(store, h, predicates))
 		}
@@ -120,11 +119,14 @@ func Watches[T client.Object](store *fxstore.Store[T], h handler.EventHandler, p
 }
 
 // storeName names a store in an option's call; a nil one is "nil".
-func storeName[T client.Object](store *fxstore.Store[T]) string {
-	if store == nil {
+func storeName(store Primary) string {
+	if isNil(store) {
 		return "nil"
 	}
-	return store.String()
+	if s, ok := store.(fmt.Stringer); ok {
+		return s.String() // a sharded store says how it is sharded
+	}
+	return store.Key().String()
 }
 
 // WithPredicates filters the primary store's events: an object is enqueued

@@ -36,14 +36,7 @@ type Store[T client.Object] struct {
 	shards   *Shards
 	shardKey string
 	buckets  storehooks.Buckets
-	// reconcileGate makes a controller of the store reconcile the keys of
-	// the buckets held (see gate).
-	reconcileGate
 }
-
-// reconcileGate is primary.Gate, embedded under a name that keeps its
-// method out of Store's API.
-type reconcileGate = primary.Gate
 
 // For returns the store of the objects spec selects that fall in the
 // buckets this replica holds, by shardKey (fxstore.ShardByUID or
@@ -67,7 +60,8 @@ func For[T client.Object](s *Shards, spec fxstore.Spec, shardKey string, opts ..
 		return nil, fmt.Errorf("sharded store %s: %w", key, err)
 	}
 	st := &Store[T]{Store: store, shards: s, shardKey: shardKey, buckets: buckets}
-	st.reconcileGate.Func = st.gate
+	// A controller of the store reconciles the keys of the buckets held.
+	buckets.SetGate(&primary.Gate{Func: st.gate})
 	if err := s.add(st); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package fxshard_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -21,6 +22,8 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxshard"
@@ -62,7 +65,28 @@ func TestForRefuses(t *testing.T) {
 	var nilStore *fxshard.Store[*corev1.ConfigMap]
 	_, err = fxcontroller.New("x", nilStore, nil)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "primary store is nil; pass the store fxshard.For returned")
+	assert.Contains(t, err.Error(), "primary store is nil; pass the store fxstore.For or fxshard.For returned")
+}
+
+// A sharded store is a store to controllers without a method of its own for
+// it: New reconciles it through its gate, on every replica, and Watches
+// takes it as it takes any store.
+func TestStoreIsAPrimaryWithoutAGateInItsAPI(t *testing.T) {
+	_, ok := reflect.TypeFor[*fxshard.Store[*corev1.ConfigMap]]().MethodByName("Gate")
+	require.False(t, ok, "Gate is not in the sharded store's method set")
+
+	reg := fxstore.NewRegistry(clientgoscheme.Scheme)
+	shards, err := fxshard.NewShards(reg, fake.NewClientset(), fxshard.Config{Namespace: "ops", Name: "app"})
+	require.NoError(t, err)
+	store, err := fxshard.For[*corev1.ConfigMap](shards, fxstore.Spec{}, fxstore.ShardByUID)
+	require.NoError(t, err)
+	secrets, err := fxshard.For[*corev1.Secret](shards, fxstore.Spec{}, fxstore.ShardByUID)
+	require.NoError(t, err)
+	c, err := fxcontroller.New("sharded", store, reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
+		return reconcile.Result{}, nil
+	}), fxcontroller.Watches(secrets, &handler.EnqueueRequestForObject{}))
+	require.NoError(t, err)
+	require.False(t, c.NeedLeaderElection(), "a controller of a sharded store runs on every replica")
 }
 
 // Run asks whether the API server applies shard selectors before it takes

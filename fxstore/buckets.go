@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/fxkube/fxkube/internal/informers"
+	"github.com/fxkube/fxkube/internal/primary"
 	"github.com/fxkube/fxkube/internal/storehooks"
 )
 
@@ -204,6 +205,9 @@ func (b *buckets) Release(bucket int) error {
 	b.healthChanged()
 	return errors.Join(b.Remove(bucket), b.e.registry.drop(m.key))
 }
+
+// SetGate implements storehooks.Buckets.
+func (b *buckets) SetGate(g primary.Gated) { b.e.gate = g }
 
 // Held implements storehooks.Buckets.
 func (b *buckets) Held() []int { return slices.Sorted(maps.Keys(*b.held.Load())) }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/fxkube/fxkube/internal/primary"
 	"github.com/fxkube/fxkube/internal/share"
 )
 
@@ -83,6 +84,10 @@ type entry struct {
 	// Both are guarded by the registry's lock.
 	whole      *entry
 	shardViews int
+	// gate is, for a sharded store, the gate its controllers reconcile
+	// through (storehooks.Buckets.SetGate); set before any controller
+	// asks for it.
+	gate primary.Gated
 
 	// synced is set, and syncedCh closed, once the store has synced. A
 	// sharded store's turns back while a bucket added to it syncs, and

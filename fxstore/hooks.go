@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 
+	"github.com/fxkube/fxkube/internal/primary"
 	"github.com/fxkube/fxkube/internal/storehooks"
 )
 
@@ -24,5 +25,13 @@ func init() {
 		ListFactory:      listFactory,
 		NewListerWatcher: newListerWatcher,
 		DetectMutations:  (*Registry).detectMutations,
+		Gate: func(store any) primary.Gated {
+			if s, ok := store.(storeEntry); ok {
+				if e := s.storeEntry(); e != nil {
+					return e.gate
+				}
+			}
+			return nil
+		},
 	})
 }

@@ -48,6 +48,17 @@ type Store[T client.Object] struct {
 	e *entry
 }
 
+// storeEntry is implemented by every Store, and by a value that embeds
+// one, such as an fxshard.Store: how the hooks reach the store's entry.
+type storeEntry interface{ storeEntry() *entry }
+
+func (s *Store[T]) storeEntry() *entry {
+	if s == nil {
+		return nil
+	}
+	return s.e
+}
+
 // Key returns the canonical watch spec of the store.
 func (s *Store[T]) Key() Key { return s.e.key }
 

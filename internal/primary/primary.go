@@ -16,8 +16,9 @@ type Gated interface {
 	Gate(r reconcile.Reconciler) reconcile.Reconciler
 }
 
-// Gate implements Gated with Func. A store embeds it under an unexported
-// alias, so that the method is not part of the store's API.
+// Gate implements Gated with Func. fxshard gives one to the sharded store
+// it makes (storehooks.Buckets.SetGate), where fxcontroller finds it
+// (storehooks.Hooks.Gate): the method is not part of the store's API.
 type Gate struct {
 	Func func(r reconcile.Reconciler) reconcile.Reconciler
 }

@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/sharding"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fxkube/fxkube/internal/primary"
 )
 
 // Hooks are the functions fxstore gives its sibling packages.
@@ -48,6 +50,10 @@ type Hooks[R, K, S, O any] struct {
 	// NewListerWatcher lists and watches the objects key selects through
 	// c, in key's projection.
 	NewListerWatcher func(c client.WithWatch, key K) (cache.ListerWatcher, error)
+	// Gate returns the gate a controller of store reconciles through, or
+	// nil: a sharded store's, given through its Buckets. store is a
+	// *fxstore.Store or a value that embeds one, such as *fxshard.Store.
+	Gate func(store any) primary.Gated
 	// DetectMutations makes r keep a copy of every object its stores take,
 	// before r starts; check names each object changed in place since.
 	// The test kits use it.
@@ -68,6 +74,9 @@ type Buckets interface {
 	// Synced reports whether bucket is held, and whether its store has
 	// synced.
 	Synced(bucket int) (held, synced bool)
+	// SetGate gives the sharded store the gate its controllers reconcile
+	// through (see Hooks.Gate).
+	SetGate(g primary.Gated)
 }
 
 var hooks any

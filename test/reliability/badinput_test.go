@@ -200,7 +200,7 @@ func TestBadDeclarations(t *testing.T) {
 				cms, _ := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{LabelSelector: "=="})
 				return fxcontroller.New("bad", cms, noop)
 			})),
-			wantErr: []string{`controller "bad": primary store is nil; pass the store fxstore.For returned (check its error)`},
+			wantErr: []string{`controller "bad": primary store is nil; pass the store fxstore.For or fxshard.For returned (check its error)`},
 		},
 		{
 			name:    "not a constructor",
