@@ -111,6 +111,9 @@ const skipMakeTest = "runs every test, this one included; CI runs it"
 // the key: it says what the command prints, which the row checks.
 var docSteps = map[string]docStep{
 	// README.md
+	"go get github.com/fxkube/fxkube@latest": {
+		skip: "adds fxkube to the reader's own module, from the module proxy; the tests build this checkout",
+	},
 	"make run # builds a local kube-apiserver + etcd once, then runs the example modules on it": {run: (*docSession).makeRun},
 	"make test # every test, with -race, against a real API server":                             {skip: skipMakeTest},
 
