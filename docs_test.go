@@ -46,18 +46,35 @@ func sections(doc string) map[string]string {
 	return out
 }
 
-// tableFirstCells returns the first cell of each row of the tables in md,
+// tableRows returns the cells of each row of the tables in md, trimmed,
 // headers and rules left out.
-func tableFirstCells(md string) []string {
-	var cells []string
+func tableRows(md string) [][]string {
+	var rows [][]string
+	afterRow := false // the previous line is the last of rows, maybe a header
 	for line := range strings.Lines(md) {
 		parts := strings.Split(strings.TrimSpace(line), "|")
-		if len(parts) < 3 || parts[0] != "" || strings.HasPrefix(strings.TrimSpace(parts[1]), "---") {
+		if len(parts) < 3 || parts[0] != "" {
+			afterRow = false
 			continue
 		}
-		cells = append(cells, strings.TrimSpace(parts[1]))
+		cells := parts[1:]
+		if strings.TrimSpace(cells[len(cells)-1]) == "" {
+			cells = cells[:len(cells)-1]
+		}
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		if strings.HasPrefix(cells[0], "---") {
+			if afterRow {
+				rows = rows[:len(rows)-1]
+			}
+			afterRow = false
+			continue
+		}
+		rows = append(rows, cells)
+		afterRow = true
 	}
-	return cells
+	return rows
 }
 
 var flagName = regexp.MustCompile("`--([a-z0-9-]+)`")
@@ -66,8 +83,8 @@ var flagName = regexp.MustCompile("`--([a-z0-9-]+)`")
 // tables.
 func documentedFlags(md string) []string {
 	var names []string
-	for _, cell := range tableFirstCells(md) {
-		for _, m := range flagName.FindAllStringSubmatch(cell, -1) {
+	for _, row := range tableRows(md) {
+		for _, m := range flagName.FindAllStringSubmatch(row[0], -1) {
 			names = append(names, m[1])
 		}
 	}
