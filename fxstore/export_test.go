@@ -13,13 +13,10 @@ import (
 // internal/storehooks), and its selector machinery, exported for this
 // package's tests.
 var (
-	CanonicalLabelSelector = canonicalLabelSelector
-	CanonicalFieldSelector = canonicalFieldSelector
-	CanonicalShardSelector = canonicalShardSelector
-	KeyMatcher             = matcherOf
-	ListFactory            = listFactory
-	NewListerWatcher       = newListerWatcher
-	JSONMayChange          = jsonMayChange
+	KeyMatcher       = matcherOf
+	ListFactory      = listFactory
+	NewListerWatcher = newListerWatcher
+	JSONMayChange    = jsonMayChange
 )
 
 // Covers reports whether a store of broad can serve narrow as a view.

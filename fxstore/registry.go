@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fxkube/fxkube/internal/caller"
+	"github.com/fxkube/fxkube/internal/selectors"
 )
 
 // Registry hands out stores, one per distinct Key, and starts them. It is
@@ -28,7 +29,7 @@ import (
 type Registry struct {
 	scheme    *k8sruntime.Scheme
 	log       *zap.Logger
-	selectors canonicalSelectors
+	selectors selectors.Memo
 
 	mu       sync.Mutex
 	entries  map[Key]*entry

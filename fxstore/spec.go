@@ -3,19 +3,16 @@ package fxstore
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/sharding"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/fxkube/fxkube/internal/selectors"
 )
 
 // Spec is what a module asks for: which objects a store holds. Every request
@@ -160,7 +157,7 @@ func kindString(gvk schema.GroupVersionKind) string {
 
 // key canonicalises the spec for objects of the given kind and projection,
 // its selectors through c.
-func (s Spec) key(gvk schema.GroupVersionKind, p Projection, c *canonicalSelectors) (Key, error) {
+func (s Spec) key(gvk schema.GroupVersionKind, p Projection, c *selectors.Memo) (Key, error) {
 	k := Key{Kind: gvk, Namespace: s.Namespace, Projection: p, Transform: s.transform().Name}
 	var errs []error
 	if gvk.Kind == "" || gvk.Version == "" {
@@ -174,15 +171,15 @@ func (s Spec) key(gvk schema.GroupVersionKind, p Projection, c *canonicalSelecto
 	// On error the key keeps the selector as written, to name it in the
 	// message.
 	var err error
-	if k.LabelSelector, err = c.labels(s.LabelSelector); err != nil {
+	if k.LabelSelector, err = c.Labels(s.LabelSelector); err != nil {
 		k.LabelSelector = s.LabelSelector
 		errs = append(errs, err)
 	}
-	if k.FieldSelector, err = c.fields(s.FieldSelector); err != nil {
+	if k.FieldSelector, err = c.Fields(s.FieldSelector); err != nil {
 		k.FieldSelector = s.FieldSelector
 		errs = append(errs, err)
 	}
-	if k.Shard, err = canonicalShardSelector(s.Shard); err != nil {
+	if k.Shard, err = selectors.Shard(s.Shard); err != nil {
 		errs = append(errs, err)
 	}
 	if s.Transform.Name == "" && s.Transform.Func != nil {
@@ -196,125 +193,4 @@ func (s Spec) transform() Transform {
 		return StripManagedFields
 	}
 	return s.Transform
-}
-
-// canonicalSelectors memoises canonicalLabelSelector and
-// canonicalFieldSelector by the selector as written: an app's modules ask
-// for a few specs many times over, and parsing a label selector checks
-// every key and value with regular expressions. Errors are kept as well, so
-// a bad selector fails alike each time. It holds one entry per distinct
-// selector asked for. The zero value is ready to use.
-type canonicalSelectors struct {
-	byLabels, byFields sync.Map // selector as written → canonicalForm
-}
-
-// canonicalForm is what canonicalising a selector returned.
-type canonicalForm struct {
-	selector string
-	err      error
-}
-
-func (c *canonicalSelectors) labels(s string) (string, error) {
-	return canonicalOnce(&c.byLabels, s, canonicalLabelSelector)
-}
-
-func (c *canonicalSelectors) fields(s string) (string, error) {
-	return canonicalOnce(&c.byFields, s, canonicalFieldSelector)
-}
-
-func canonicalOnce(memo *sync.Map, s string, canonical func(string) (string, error)) (string, error) {
-	if f, ok := memo.Load(s); ok {
-		f := f.(canonicalForm)
-		return f.selector, f.err
-	}
-	selector, err := canonical(s)
-	memo.Store(s, canonicalForm{selector, err})
-	return selector, err
-}
-
-// canonicalLabelSelector parses a label selector and returns its canonical
-// form: requirements sorted and deduplicated, "==" written "=", and one-value
-// "in"/"notin" written "="/"!=". Equivalent selectors have equal canonical
-// forms, and canonicalising a canonical form changes nothing.
-func canonicalLabelSelector(s string) (string, error) {
-	if err := checkControlChars(s); err != nil {
-		return "", fmt.Errorf("invalid label selector %q: %w", s, err)
-	}
-	sel, err := labels.Parse(s)
-	if err != nil {
-		return "", fmt.Errorf("invalid label selector %q: %w", s, err)
-	}
-	reqs, _ := sel.Requirements()
-	terms := make([]string, 0, len(reqs))
-	for _, r := range reqs {
-		op, vals := r.Operator(), r.Values().UnsortedList()
-		switch {
-		case op == selection.DoubleEquals, op == selection.In && len(vals) == 1:
-			op = selection.Equals
-		case op == selection.NotIn && len(vals) == 1:
-			op = selection.NotEquals
-		}
-		nr, err := labels.NewRequirement(r.Key(), op, vals)
-		if err != nil {
-			return "", fmt.Errorf("invalid label selector %q: %w", s, err)
-		}
-		terms = append(terms, nr.String())
-	}
-	slices.Sort(terms)
-	return strings.Join(slices.Compact(terms), ","), nil
-}
-
-// canonicalFieldSelector parses a field selector and returns its canonical
-// form: terms sorted and deduplicated and "==" written "=".
-func canonicalFieldSelector(s string) (string, error) {
-	if err := checkControlChars(s); err != nil {
-		return "", fmt.Errorf("invalid field selector %q: %w", s, err)
-	}
-	sel, err := fields.ParseSelector(s)
-	if err != nil {
-		return "", fmt.Errorf("invalid field selector %q: %w", s, err)
-	}
-	reqs := sel.Requirements()
-	terms := make([]string, 0, len(reqs))
-	for _, r := range reqs {
-		field := strings.TrimSpace(r.Field)
-		if !validField(field) {
-			return "", fmt.Errorf("invalid field selector %q: field %q is not a field path such as metadata.name", s, field)
-		}
-		if r.Operator == selection.NotEquals {
-			terms = append(terms, fields.OneTermNotEqualSelector(field, r.Value).String())
-		} else {
-			terms = append(terms, fields.OneTermEqualSelector(field, r.Value).String())
-		}
-	}
-	slices.Sort(terms)
-	return strings.Join(slices.Compact(terms), ","), nil
-}
-
-// checkControlChars rejects control characters other than whitespace, which
-// apimachinery's label parser takes for the end of input: "a=1,\x00b=2" would
-// silently select everything.
-func checkControlChars(s string) error {
-	for i, r := range s {
-		if r < 0x20 && r != ' ' && r != '\t' && r != '\n' && r != '\r' || r == 0x7f {
-			return fmt.Errorf("control character %q at byte %d", r, i)
-		}
-	}
-	return nil
-}
-
-// validField reports whether f looks like a field path the API server
-// accepts, such as "metadata.name" or "spec.nodeName".
-func validField(f string) bool {
-	if f == "" {
-		return false
-	}
-	for _, r := range f {
-		switch {
-		case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9', r == '.', r == '_', r == '-', r == '/':
-		default:
-			return false
-		}
-	}
-	return true
 }
