@@ -21,10 +21,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fxkube/fxkube/connection"
-
 	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxshard"
 	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/internal/listwatch"
 	"github.com/fxkube/fxkube/internal/storehooks"
 )
 
@@ -262,7 +262,7 @@ func (a *app) liveSharding(ctx context.Context, info fxshard.Info, scheme *k8sru
 func countByBucket(ctx context.Context, c client.WithWatch, st fxshard.StoreInfo, buckets fxshard.Buckets, objects []int) error {
 	key := st.Key
 	key.Projection, key.Shard = fxstore.Metadata, ""
-	lw, err := storeHooks.NewListerWatcher(c, key)
+	lw, err := listwatch.New(c, key)
 	if err != nil {
 		return fmt.Errorf("sharded store %s: %w", st.Key, err)
 	}

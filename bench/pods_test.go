@@ -32,6 +32,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/fxkube/fxkube/apiserver"
 	"github.com/fxkube/fxkube/connection"
 	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxstore"
@@ -548,7 +549,7 @@ func startKindReaders(b *testing.B, k *storeKind) *kindReaders {
 		registry := fxstore.NewRegistry(scheme)
 		r.stores[sys], err = k.fxkube(registry, fxstore.Spec{LabelSelector: k.selector}, opts...)
 		fatal(err)
-		fatal(registry.Start(ctx, fxstore.NewClusterSource(conn.Client)))
+		fatal(registry.Start(ctx, apiserver.NewSource(conn.Client)))
 		bg.onStop(registry.Stop)
 		fatal(registry.WaitForSync(ctx))
 	}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fxkube/fxkube/apiserver"
 	"github.com/fxkube/fxkube/connection"
 	"github.com/fxkube/fxkube/fxstore"
 )
@@ -60,7 +61,7 @@ func startReaders(b *testing.B) *readers {
 	hosted, err := fxstore.NewCache(registry, conn.Mapper, operatorCache(), fxstore.WithCacheConsumer("reads"))
 	fatal(err)
 	fatal(hosted.IndexField(ctx, &corev1.Secret{}, secretConfigMapKey, secretConfigMap))
-	fatal(registry.Start(ctx, fxstore.NewClusterSource(conn.Client)))
+	fatal(registry.Start(ctx, apiserver.NewSource(conn.Client)))
 	bg.onStop(registry.Stop)
 	fatal(registry.WaitForSync(ctx))
 	r.hosted, err = client.New(cfg, client.Options{

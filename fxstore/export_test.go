@@ -5,7 +5,6 @@ import (
 	"reflect"
 
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -13,10 +12,8 @@ import (
 // internal/storehooks), and its selector machinery, exported for this
 // package's tests.
 var (
-	KeyMatcher       = matcherOf
-	ListFactory      = listFactory
-	NewListerWatcher = newListerWatcher
-	JSONMayChange    = jsonMayChange
+	KeyMatcher    = matcherOf
+	JSONMayChange = jsonMayChange
 )
 
 // Covers reports whether a store of broad can serve narrow as a view.
@@ -54,7 +51,7 @@ type listCheckSource struct {
 	check func(context.Context, Key) error
 }
 
-func (s listCheckSource) checkList(ctx context.Context, key Key) error { return s.check(ctx, key) }
+func (s listCheckSource) CheckList(ctx context.Context, key Key) error { return s.check(ctx, key) }
 
 // HeldEncoding returns the bytes a store held as bytes keeps of obj.
 func HeldEncoding(obj k8sruntime.Object) ([]byte, error) {

@@ -47,7 +47,7 @@ func (e *entry) watchError(ctx context.Context, _ *cache.Reflector, err error) {
 func (e *entry) diagnose(ctx context.Context, since time.Time, c listChecker) {
 	listCtx, cancel := context.WithTimeout(ctx, diagnoseSilentTimeout)
 	defer cancel()
-	err := c.checkList(listCtx, e.key)
+	err := c.CheckList(listCtx, e.key)
 	switch {
 	case ctx.Err() != nil:
 		return // the store stops

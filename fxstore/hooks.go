@@ -21,10 +21,8 @@ func init() {
 			key, _, err := r.keyFor(typ, spec)
 			return key, err
 		},
-		Matcher:          matcherOf,
-		ListFactory:      listFactory,
-		NewListerWatcher: newListerWatcher,
-		DetectMutations:  (*Registry).detectMutations,
+		Matcher:         matcherOf,
+		DetectMutations: (*Registry).detectMutations,
 		Gate: func(store any) primary.Gated {
 			if s, ok := store.(storeEntry); ok {
 				if e := s.storeEntry(); e != nil {

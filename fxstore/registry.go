@@ -285,7 +285,7 @@ func (r *Registry) Start(ctx context.Context, src Source) error {
 		for i, e := range entries {
 			keys[i] = e.key
 		}
-		p.planBinds(keys)
+		p.PlanBinds(keys)
 	}
 	bindings := make([]Binding, len(entries))
 	errs := make([]error, len(entries))
@@ -300,11 +300,11 @@ func (r *Registry) Start(ctx context.Context, src Source) error {
 		})
 	}
 	wg.Wait()
-	// An API server that no request reaches fails every store alike: say
-	// so once.
+	// An error every store meets alike, such as an API server that no
+	// request reaches, is said once.
 	for _, err := range errs {
-		if unreachable, ok := errors.AsType[*UnreachableError](err); ok {
-			return unreachable
+		if wide, ok := errors.AsType[sourceWide](err); ok && wide.SourceWide() {
+			return wide
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fxkube/fxkube/apiserver"
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/fxstore/fxstoretest"
 )
@@ -425,7 +426,7 @@ func (f *failingFirst) Bind(ctx context.Context, key fxstore.Key) (fxstore.Bindi
 	f.failed[key] = true
 	f.mu.Unlock()
 	if first {
-		return fxstore.Binding{}, fxstore.ErrKindNotServed
+		return fxstore.Binding{}, apiserver.ErrKindNotServed
 	}
 	return f.Source.Bind(ctx, key)
 }

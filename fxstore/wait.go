@@ -118,7 +118,7 @@ type silentStore struct {
 // a plain list: a streamed initial list that stalls reports no error, where
 // a plain list says why (a conversion webhook that cannot be reached).
 type listChecker interface {
-	checkList(ctx context.Context, key Key) error
+	CheckList(ctx context.Context, key Key) error
 }
 
 // diagnoseSilentTimeout bounds each list diagnoseSilent, and the diagnosis
@@ -139,7 +139,7 @@ func (r *Registry) diagnoseSilent(w waitState) {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), diagnoseSilentTimeout)
 			defer cancel()
-			switch err := checker.checkList(ctx, s.Key); {
+			switch err := checker.CheckList(ctx, s.Key); {
 			case err == nil:
 			case s.lastErr == nil:
 				s.Err = fmt.Errorf("not synced; its watch reports no error, but a list fails: %w", err)

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/fxkube/fxkube/apiserver"
 	"github.com/fxkube/fxkube/connection"
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/internal/contract"
@@ -374,7 +375,7 @@ func (r *runner) storeSource() (fxstore.Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	return fxstore.NewClusterSource(conn.Client), nil
+	return apiserver.NewSource(conn.Client), nil
 }
 
 // connect returns the app's connection to its API server.

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fxkube/fxkube/apiserver"
 	"github.com/fxkube/fxkube/connection"
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/internal/testenv"
@@ -372,7 +373,7 @@ func (p *cachePair) start(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	require.True(t, p.cr.WaitForCacheSync(ctx), "controller-runtime's cache never synced")
-	require.NoError(t, p.reg.Start(run, fxstore.NewClusterSource(p.conn.Client)))
+	require.NoError(t, p.reg.Start(run, apiserver.NewSource(p.conn.Client)))
 	require.NoError(t, p.reg.WaitForSync(ctx))
 }
 

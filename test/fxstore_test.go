@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fxkube/fxkube/fxstore"
-	"github.com/fxkube/fxkube/internal/storehooks"
+	"github.com/fxkube/fxkube/internal/listwatch"
 	"github.com/fxkube/fxkube/internal/testenv"
 	"github.com/fxkube/fxkube/lifecycle"
 )
@@ -228,7 +228,7 @@ func TestListerWatcherListsInPages(t *testing.T) {
 	require.NoError(t, err)
 	for _, projection := range []fxstore.Projection{fxstore.Typed, fxstore.Metadata, fxstore.Unstructured} {
 		key := fxstore.Key{Kind: corev1.SchemeGroupVersion.WithKind("ConfigMap"), Namespace: ns, Projection: projection}
-		lw, err := storehooks.Get[*fxstore.Registry, fxstore.Key, fxstore.Spec, fxstore.Option]().NewListerWatcher(c, key)
+		lw, err := listwatch.New(c, key)
 		require.NoError(t, err)
 		list := cache.ToListerWatcherWithContext(lw).ListWithContext
 		var names []string

@@ -22,6 +22,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fxkube/fxkube/apiserver"
 	"github.com/fxkube/fxkube/connection"
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/internal/testenv"
@@ -49,7 +50,7 @@ func TestSharedStoreMatchesTheAPIServer(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(conn.HTTPClient.CloseIdleConnections)
 	t.Cleanup(reg.Stop)
-	require.NoError(t, reg.Start(ctx, fxstore.NewClusterSource(conn.Client)))
+	require.NoError(t, reg.Start(ctx, apiserver.NewSource(conn.Client)))
 	require.NoError(t, reg.WaitForSync(ctx))
 
 	rng := rand.New(rand.NewPCG(22, 1))

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fxkube/fxkube/apiserver"
 	"github.com/fxkube/fxkube/connection"
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/internal/testenv"
@@ -96,7 +97,7 @@ func checkViewsAgainstAPIServer(t *testing.T, seed uint64, soak time.Duration) {
 	require.NoError(t, err)
 	t.Cleanup(conn.HTTPClient.CloseIdleConnections)
 	t.Cleanup(reg.Stop)
-	require.NoError(t, reg.Start(ctx, fxstore.NewClusterSource(conn.Client)))
+	require.NoError(t, reg.Start(ctx, apiserver.NewSource(conn.Client)))
 
 	// After Start, so that subscribing does not keep a store off a view;
 	// before churn, so that each subscriber sees every change.

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/internal/listwatch"
 	"github.com/fxkube/fxkube/internal/storehooks"
 )
 
@@ -174,11 +175,11 @@ func (s *Source) Bind(_ context.Context, key fxstore.Key) (fxstore.Binding, erro
 	} else {
 		native.Projection = fxstore.Typed
 	}
-	newNative, err := hooks.ListFactory(scheme, native)
+	newNative, err := listwatch.Lists(scheme, native)
 	if err != nil {
 		return fxstore.Binding{}, err
 	}
-	newProjected, err := hooks.ListFactory(scheme, key)
+	newProjected, err := listwatch.Lists(scheme, key)
 	if err != nil {
 		return fxstore.Binding{}, err
 	}

@@ -15,9 +15,7 @@ import (
 	"context"
 	"reflect"
 
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/sharding"
-	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fxkube/fxkube/internal/primary"
@@ -44,12 +42,6 @@ type Hooks[R, K, S, O any] struct {
 	// Matcher tells whether an object is one the store of key selects,
 	// evaluating on the client what the API server selects.
 	Matcher func(key K) (func(client.Object) bool, error)
-	// ListFactory returns a function making empty lists of key's kind in
-	// key's projection.
-	ListFactory func(scheme *k8sruntime.Scheme, key K) (func() client.ObjectList, error)
-	// NewListerWatcher lists and watches the objects key selects through
-	// c, in key's projection.
-	NewListerWatcher func(c client.WithWatch, key K) (cache.ListerWatcher, error)
 	// Gate returns the gate a controller of store reconciles through, or
 	// nil: a sharded store's, given through its Buckets. store is a
 	// *fxstore.Store or a value that embeds one, such as *fxshard.Store.

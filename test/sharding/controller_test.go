@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/fxkube/fxkube/apiserver"
 	"github.com/fxkube/fxkube/connection"
 	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxshard"
@@ -114,7 +115,7 @@ func startShardReplica(t *testing.T, cfg *rest.Config, ns, name string, rec *rec
 
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &shardReplica{name: name, reg: reg, shards: shards, store: store, cancel: cancel, done: make(chan struct{})}
-	require.NoError(t, reg.Start(ctx, fxstore.NewClusterSource(conn.Client)))
+	require.NoError(t, reg.Start(ctx, apiserver.NewSource(conn.Client)))
 	var wg sync.WaitGroup
 	wg.Go(func() { assert.NoError(t, shards.Run(ctx)) })
 	wg.Go(func() { assert.NoError(t, ctrl.Start(ctx)) })

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/fxkube/fxkube/apiserver"
 	"github.com/fxkube/fxkube/connection"
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/internal/controlplane"
@@ -162,7 +163,7 @@ func checkShardedStores(t *testing.T, cfg *rest.Config, serverFilters bool) {
 	require.NoError(t, err)
 	t.Cleanup(conn.HTTPClient.CloseIdleConnections)
 	t.Cleanup(reg.Stop)
-	require.NoError(t, reg.Start(ctx, fxstore.NewClusterSource(conn.Client)))
+	require.NoError(t, reg.Start(ctx, apiserver.NewSource(conn.Client)))
 	syncCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	require.NoError(t, reg.WaitForSync(syncCtx))

@@ -1,4 +1,4 @@
-package fxstore_test
+package apiserver_test
 
 import (
 	"errors"
@@ -12,6 +12,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
+	"github.com/fxkube/fxkube/apiserver"
 	"github.com/fxkube/fxkube/connection"
 	"github.com/fxkube/fxkube/fxstore"
 )
@@ -33,12 +34,12 @@ func TestStartReportsAnUnreachableAPIServerOnce(t *testing.T) {
 	require.NoError(t, err)
 	_, err = fxstore.For[*appsv1.Deployment](r, fxstore.Spec{})
 	require.NoError(t, err)
-	err = r.Start(t.Context(), fxstore.NewClusterSource(conn.Client))
+	err = r.Start(t.Context(), apiserver.NewSource(conn.Client))
 	defer r.Stop()
 
 	require.EqualError(t, err, "cannot reach the API server at https://"+addr+": dial tcp "+addr+": connect: connection refused; "+
 		"check that --kubeconfig (or $KUBECONFIG) names the right cluster and that its API server is up")
-	unreachable, ok := errors.AsType[*fxstore.UnreachableError](err)
+	unreachable, ok := errors.AsType[*apiserver.UnreachableError](err)
 	require.True(t, ok, "%T", err)
 	assert.Equal(t, "https://"+addr, unreachable.Server)
 }

@@ -1,12 +1,10 @@
-package fxstore
+package apiserver
 
 import (
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"strings"
 	"sync"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -16,72 +14,18 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/internal/listwatch"
 )
 
-// ErrKindNotServed is wrapped by Bind's error when the API server does not
-// serve a store's kind.
-var ErrKindNotServed = errors.New("kind not served by the API server; is the CRD installed?")
-
-// AccessError reports that the API server would refuse a store's list or
-// watch.
-type AccessError struct {
-	User      string
-	Verbs     []string // denied verbs: list, watch
-	Resource  string   // resource.group
-	Namespace string   // empty for all namespaces
-	Reason    string   // from the authorizer, if it gave one
-}
-
-func (e *AccessError) Error() string {
-	where := "at cluster scope"
-	if e.Namespace != "" {
-		where = fmt.Sprintf("in namespace %q", e.Namespace)
-	}
-	msg := fmt.Sprintf("forbidden: user %q cannot %s %s %s", e.User, strings.Join(e.Verbs, " or "), e.Resource, where)
-	if e.Reason != "" {
-		msg += " (" + e.Reason + ")"
-	}
-	return msg + "; grant it with RBAC (the app's rbac command prints the rules it needs)"
-}
-
-// UnreachableError reports that a request got no answer from the API server:
-// the connection was refused or timed out, the name did not resolve, TLS
-// failed. Every store fails alike then, so Registry.Start reports it once,
-// not once per store.
-type UnreachableError struct {
-	Server string // the API server, as scheme://host[:port]
-	Err    error  // why the request got no answer
-}
-
-func (e *UnreachableError) Error() string {
-	return fmt.Sprintf("cannot reach the API server at %s: %v; check that --kubeconfig (or $KUBECONFIG) names the right cluster and that its API server is up",
-		e.Server, e.Err)
-}
-
-func (e *UnreachableError) Unwrap() error { return e.Err }
-
-// unreachable returns err as an *UnreachableError if it says that a request
-// got no answer, and err otherwise. A request canceled by its caller is not
-// one: the API server may be fine.
-func unreachable(err error) error {
-	urlErr, ok := errors.AsType[*url.Error](err)
-	if !ok || errors.Is(err, context.Canceled) {
-		return err
-	}
-	server := urlErr.URL
-	if u, perr := url.Parse(urlErr.URL); perr == nil && u.Host != "" {
-		server = u.Scheme + "://" + u.Host
-	}
-	return &UnreachableError{Server: server, Err: urlErr.Err}
-}
-
-// ClusterSource binds stores to a Kubernetes API server. Before a store
-// starts, Bind resolves its kind through discovery and asks the API server
-// (SelfSubjectAccessReview) whether the app may list and watch it, so a
-// missing CRD or RBAC rule fails at once instead of at the sync timeout.
-// Each resource is asked about once per namespace, and not in a namespace
-// when it is allowed in all of them.
-type ClusterSource struct {
+// Source binds stores to a Kubernetes API server: an fxstore.Source.
+// Before a store starts, Bind resolves its kind through discovery and asks
+// the API server (SelfSubjectAccessReview) whether the app may list and
+// watch it, so a missing CRD or RBAC rule fails at once instead of at the
+// sync timeout. Each resource is asked about once per namespace, and not
+// in a namespace when it is allowed in all of them.
+type Source struct {
 	client client.WithWatch
 	user   func() string
 	// access memoises checkAccess per resource and namespace, as several
@@ -91,9 +35,8 @@ type ClusterSource struct {
 	// (see restMapping); lookedUp holds the group versions looked up.
 	firstLookup sync.Mutex
 	lookedUp    sync.Map // schema.GroupVersion → struct{}
-	// clusterWide holds the kinds of stores of all namespaces that
-	// Registry.Start is binding (see planBinds): schema.GroupKind →
-	// struct{}.
+	// clusterWide holds the kinds of stores of all namespaces that the
+	// registry is binding (see PlanBinds): schema.GroupKind → struct{}.
 	clusterWide sync.Map
 }
 
@@ -102,44 +45,47 @@ type accessKey struct {
 	namespace string
 }
 
-// NewClusterSource returns a Source listing and watching through c, which
-// talks to the API server directly (such as connection.Connection's Client).
-// It does no I/O.
-func NewClusterSource(c client.WithWatch) *ClusterSource {
-	src := &ClusterSource{client: c}
+var _ fxstore.Source = (*Source)(nil)
+
+// NewSource returns a Source listing and watching through c, which talks
+// to the API server directly (such as connection.Connection's Client). It
+// does no I/O.
+func NewSource(c client.WithWatch) *Source {
+	src := &Source{client: c}
 	src.user = sync.OnceValue(src.whoAmI)
 	return src
 }
 
-// Bind implements Source.
-func (c *ClusterSource) Bind(ctx context.Context, key Key) (Binding, error) {
+// Bind implements fxstore.Source.
+func (c *Source) Bind(ctx context.Context, key fxstore.Key) (fxstore.Binding, error) {
 	mapping, err := c.restMapping(key.Kind)
 	if meta.IsNoMatchError(err) {
-		return Binding{}, fmt.Errorf("%w (%w)", ErrKindNotServed, err)
+		return fxstore.Binding{}, fmt.Errorf("%w (%w)", ErrKindNotServed, err)
 	}
 	if err != nil {
-		return Binding{}, unreachable(fmt.Errorf("discover kind: %w", err))
+		return fxstore.Binding{}, unreachable(fmt.Errorf("discover kind: %w", err))
 	}
 	if mapping.Scope.Name() != meta.RESTScopeNameNamespace && key.Namespace != "" {
-		return Binding{}, fmt.Errorf("%s is cluster-scoped; leave Spec.Namespace empty", kindString(key.Kind))
+		return fxstore.Binding{}, fmt.Errorf("%s is cluster-scoped; leave Spec.Namespace empty", key.Kind.Kind)
 	}
 	gr := mapping.Resource.GroupResource()
 	if err := c.checkAccess(ctx, gr, key.Namespace, key.Kind.GroupKind()); err != nil {
-		return Binding{}, unreachable(err)
+		return fxstore.Binding{}, unreachable(err)
 	}
-	lw, err := newListerWatcher(c.client, key)
+	lw, err := listwatch.New(c.client, key)
 	if err != nil {
-		return Binding{}, err
+		return fxstore.Binding{}, err
 	}
-	return Binding{ListerWatcher: lw, Resource: gr}, nil
+	return fxstore.Binding{ListerWatcher: lw, Resource: gr}, nil
 }
 
-// AppliesShardSelectors implements shardSelectorChecker: it lists one
-// object with key's shard selector and reports whether the API server says
-// it applied it (the list's metadata.shardInfo). The list is unstructured,
+// AppliesShardSelectors lists one object with key's shard selector and
+// reports whether the API server says it applied it (the list's
+// metadata.shardInfo). fxstore's registry asks it before it plans sharded
+// stores. The list is unstructured,
 // whatever the key's projection: kube-apiserver v1.37 leaves shardInfo out
 // of metadata-only lists.
-func (c *ClusterSource) AppliesShardSelectors(ctx context.Context, key Key) (bool, error) {
+func (c *Source) AppliesShardSelectors(ctx context.Context, key fxstore.Key) (bool, error) {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(key.Kind.GroupVersion().WithKind(key.Kind.Kind + "List"))
 	err := c.client.List(ctx, list, &client.ListOptions{Namespace: key.Namespace, Limit: 1, Raw: &metav1.ListOptions{ShardSelector: key.Shard}})
@@ -150,20 +96,21 @@ func (c *ClusterSource) AppliesShardSelectors(ctx context.Context, key Key) (boo
 	return applied, err
 }
 
-// restMapping resolves gvk through the REST mapper, which discovers what it
-// does not know yet. The first lookup of each group version runs alone, as
-// Registry.Start binds every store at once: controller-runtime's mapper
-// discovers everything on its first miss, and each miss waiting for that
-// would then fetch its group version again.
-// checkList implements listChecker: it lists one object of key's kind in
-// its namespace, a plain list that reads etcd, and returns its error.
-func (c *ClusterSource) checkList(ctx context.Context, key Key) error {
+// CheckList lists one object of key's kind in its namespace, a plain list
+// that reads etcd, and returns its error. fxstore's registry asks it to
+// diagnose a store that fails or does not sync without saying why.
+func (c *Source) CheckList(ctx context.Context, key fxstore.Key) error {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(key.Kind.GroupVersion().WithKind(key.Kind.Kind + "List"))
 	return c.client.List(ctx, list, &client.ListOptions{Namespace: key.Namespace, Limit: 1})
 }
 
-func (c *ClusterSource) restMapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
+// restMapping resolves gvk through the REST mapper, which discovers what it
+// does not know yet. The first lookup of each group version runs alone, as
+// the registry binds every store at once: controller-runtime's mapper
+// discovers everything on its first miss, and each miss waiting for that
+// would then fetch its group version again.
+func (c *Source) restMapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
 	gv := gvk.GroupVersion()
 	if _, ok := c.lookedUp.Load(gv); !ok {
 		c.firstLookup.Lock()
@@ -173,10 +120,11 @@ func (c *ClusterSource) restMapping(gvk schema.GroupVersionKind) (*meta.RESTMapp
 	return c.client.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
 }
 
-// planBinds implements bindPlanner: a store in one namespace takes the
-// answer for its resource in every namespace, which a store of all
-// namespaces of its kind asks for anyway.
-func (c *ClusterSource) planBinds(keys []Key) {
+// PlanBinds is told, before the registry binds stores at once, which it
+// binds: a store in one namespace then takes the answer for its resource
+// in every namespace, which a store of all namespaces of its kind asks
+// for anyway.
+func (c *Source) PlanBinds(keys []fxstore.Key) {
 	for _, k := range keys {
 		if k.Namespace == "" {
 			c.clusterWide.Store(k.Kind.GroupKind(), struct{}{})
@@ -190,8 +138,8 @@ func (c *ClusterSource) planBinds(keys []Key) {
 // review is asked again next time, as RBAC may have been fixed since. In a
 // namespace, it asks only if the app may not list and watch gr in every
 // namespace, as far as known: the review of a store of all namespaces of
-// the kind bound at the same time (planBinds), or an earlier one.
-func (c *ClusterSource) checkAccess(ctx context.Context, gr schema.GroupResource, namespace string, gk schema.GroupKind) error {
+// the kind bound at the same time (PlanBinds), or an earlier one.
+func (c *Source) checkAccess(ctx context.Context, gr schema.GroupResource, namespace string, gk schema.GroupKind) error {
 	if namespace != "" {
 		if _, ok := c.clusterWide.Load(gk); ok {
 			if c.checkAccess(ctx, gr, "", gk) == nil {
@@ -228,7 +176,7 @@ type accessCheck struct {
 	run func() error
 }
 
-func (c *ClusterSource) reviewAccess(ctx context.Context, gr schema.GroupResource, namespace string) error {
+func (c *Source) reviewAccess(ctx context.Context, gr schema.GroupResource, namespace string) error {
 	verbs := []string{"list", "watch"}
 	allowed := make([]bool, len(verbs))
 	reasons := make([]string, len(verbs))
@@ -263,7 +211,7 @@ func (c *ClusterSource) reviewAccess(ctx context.Context, gr schema.GroupResourc
 	return errors.Join(errs...)
 }
 
-func (c *ClusterSource) whoAmI() string {
+func (c *Source) whoAmI() string {
 	review := &authenticationv1.SelfSubjectReview{}
 	if err := c.client.Create(context.Background(), review); err != nil {
 		return "(unknown: " + err.Error() + ")"

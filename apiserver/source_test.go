@@ -1,4 +1,4 @@
-package fxstore_test
+package apiserver_test
 
 import (
 	"cmp"
@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -26,8 +27,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
+	"github.com/fxkube/fxkube/apiserver"
 	"github.com/fxkube/fxkube/connection"
 	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/internal/storehooks"
 )
 
 // discoveryServer is an API server that serves discovery of a few kinds,
@@ -132,7 +135,7 @@ func (s *discoveryServer) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // first lookup has fetched all of them. controller-runtime's REST mapper
 // fetches again only for a lookup that misses in the moment before the
 // first takes its lock, so the test binds afresh many times.
-func TestClusterSourceDiscoversOnce(t *testing.T) {
+func TestSourceDiscoversOnce(t *testing.T) {
 	keys := discoveryKeys(t)
 	want := map[string]int{
 		"GET /api":  1,
@@ -145,7 +148,7 @@ func TestClusterSourceDiscoversOnce(t *testing.T) {
 		cfg := &rest.Config{Host: ts.URL, QPS: -1, ContentConfig: rest.ContentConfig{ContentType: "application/json"}}
 		conn, err := connection.New(cfg, clientgoscheme.Scheme)
 		require.NoError(t, err)
-		src := fxstore.NewClusterSource(conn.Client)
+		src := apiserver.NewSource(conn.Client)
 		bindAtOnce(t, src, keys)
 		ts.Close() // waits for the handlers
 		require.Equal(t, want, server.requests)
@@ -159,9 +162,9 @@ func discoveryKeys(t *testing.T) []fxstore.Key {
 	var keys []fxstore.Key
 	for _, ns := range []string{"a", "b", "c", "d"} {
 		for _, key := range []func() (fxstore.Key, error){
-			func() (fxstore.Key, error) { return fxstore.KeyFor[*corev1.ConfigMap](r, fxstore.Spec{Namespace: ns}) },
-			func() (fxstore.Key, error) { return fxstore.KeyFor[*corev1.Secret](r, fxstore.Spec{Namespace: ns}) },
-			func() (fxstore.Key, error) { return fxstore.KeyFor[*appsv1.Deployment](r, fxstore.Spec{Namespace: ns}) },
+			func() (fxstore.Key, error) { return keyFor[*corev1.ConfigMap](r, fxstore.Spec{Namespace: ns}) },
+			func() (fxstore.Key, error) { return keyFor[*corev1.Secret](r, fxstore.Spec{Namespace: ns}) },
+			func() (fxstore.Key, error) { return keyFor[*appsv1.Deployment](r, fxstore.Spec{Namespace: ns}) },
 		} {
 			k, err := key()
 			require.NoError(t, err)
@@ -172,7 +175,7 @@ func discoveryKeys(t *testing.T) []fxstore.Key {
 }
 
 // bindAtOnce binds keys through src at once, as Registry.Start does.
-func bindAtOnce(t *testing.T, src *fxstore.ClusterSource, keys []fxstore.Key) {
+func bindAtOnce(t *testing.T, src *apiserver.Source, keys []fxstore.Key) {
 	var wg sync.WaitGroup
 	errs := make([]error, len(keys))
 	for i, key := range keys {
@@ -217,7 +220,7 @@ func (m *firstAloneMapper) RESTMapping(gk schema.GroupKind, versions ...string) 
 
 // The first lookup of kinds runs alone, however many stores bind at once:
 // the others find what it discovered.
-func TestClusterSourceLooksUpFirstAlone(t *testing.T) {
+func TestSourceLooksUpFirstAlone(t *testing.T) {
 	ts := httptest.NewServer(&discoveryServer{requests: map[string]int{}})
 	t.Cleanup(ts.Close)
 	cfg := &rest.Config{Host: ts.URL, QPS: -1, ContentConfig: rest.ContentConfig{ContentType: "application/json"}}
@@ -229,7 +232,7 @@ func TestClusterSourceLooksUpFirstAlone(t *testing.T) {
 	c, err := client.NewWithWatch(cfg, client.Options{HTTPClient: hc, Scheme: clientgoscheme.Scheme, Mapper: mapper})
 	require.NoError(t, err)
 	keys := discoveryKeys(t)
-	bindAtOnce(t, fxstore.NewClusterSource(c), keys)
+	bindAtOnce(t, apiserver.NewSource(c), keys)
 	mapper.mu.Lock()
 	defer mapper.mu.Unlock()
 	require.GreaterOrEqual(t, mapper.lookups, len(keys))
@@ -239,7 +242,7 @@ func TestClusterSourceLooksUpFirstAlone(t *testing.T) {
 // Stores bound at once share one access review; when the store that asked
 // first is dropped while it runs (its context ends: a bucket given up),
 // the others ask again rather than fail with its context's error.
-func TestClusterSourceReviewOutlivesAStoreDropped(t *testing.T) {
+func TestSourceReviewOutlivesAStoreDropped(t *testing.T) {
 	reviewing := make(chan struct{}, 8)
 	server := &discoveryServer{requests: map[string]int{}, reviewing: reviewing, hold: make(chan struct{})}
 	ts := httptest.NewServer(server)
@@ -248,11 +251,11 @@ func TestClusterSourceReviewOutlivesAStoreDropped(t *testing.T) {
 	conn, err := connection.New(cfg, clientgoscheme.Scheme)
 	require.NoError(t, err)
 	t.Cleanup(conn.HTTPClient.CloseIdleConnections)
-	src := fxstore.NewClusterSource(conn.Client)
+	src := apiserver.NewSource(conn.Client)
 	r := fxstore.NewRegistry(clientgoscheme.Scheme)
-	dropped, err := fxstore.KeyFor[*corev1.ConfigMap](r, fxstore.Spec{Namespace: "a", LabelSelector: "shard=0"})
+	dropped, err := keyFor[*corev1.ConfigMap](r, fxstore.Spec{Namespace: "a", LabelSelector: "shard=0"})
 	require.NoError(t, err)
-	kept, err := fxstore.KeyFor[*corev1.ConfigMap](r, fxstore.Spec{Namespace: "a", LabelSelector: "shard=1"})
+	kept, err := keyFor[*corev1.ConfigMap](r, fxstore.Spec{Namespace: "a", LabelSelector: "shard=1"})
 	require.NoError(t, err)
 
 	ctx, cancel := context.WithCancel(t.Context())
@@ -279,7 +282,7 @@ func TestClusterSourceReviewOutlivesAStoreDropped(t *testing.T) {
 // A store in one namespace takes the answer for its resource in all
 // namespaces when a store of all of them is bound too; it asks for its own
 // only when that is denied, or when nothing asks for all namespaces.
-func TestClusterSourceReviewsANamespaceOnlyWhenNeeded(t *testing.T) {
+func TestSourceReviewsANamespaceOnlyWhenNeeded(t *testing.T) {
 	server := &discoveryServer{
 		requests: map[string]int{},
 		deny: func(ra *authorizationv1.ResourceAttributes) bool {
@@ -311,7 +314,7 @@ func TestClusterSourceReviewsANamespaceOnlyWhenNeeded(t *testing.T) {
 	} {
 		require.NoError(t, ask())
 	}
-	err = r.Start(t.Context(), fxstore.NewClusterSource(conn.Client))
+	err = r.Start(t.Context(), apiserver.NewSource(conn.Client))
 	r.Stop()
 	var storeErr *fxstore.StoreError
 	require.ErrorAs(t, err, &storeErr)
@@ -330,4 +333,10 @@ func TestClusterSourceReviewsANamespaceOnlyWhenNeeded(t *testing.T) {
 		"secrets in a":      2, // all namespaces denied, so
 		"deployments in b":  2, // no store of all Deployments asks for all namespaces
 	}, reviews)
+}
+
+// keyFor returns the key of the store fxstore.For[T] would return for spec,
+// without asking for it.
+func keyFor[T client.Object](r *fxstore.Registry, spec fxstore.Spec) (fxstore.Key, error) {
+	return storehooks.Get[*fxstore.Registry, fxstore.Key, fxstore.Spec, fxstore.Option]().KeyFor(r, reflect.TypeFor[T](), spec)
 }
