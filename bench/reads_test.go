@@ -20,6 +20,7 @@ import (
 	"github.com/fxkube/fxkube/apiserver"
 	"github.com/fxkube/fxkube/connection"
 	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/storecache"
 )
 
 // readers are each system's cache of the workload's ConfigMaps and
@@ -58,7 +59,7 @@ func startReaders(b *testing.B) *readers {
 	fatal(err)
 	conn, err := connection.New(cfg, clientgoscheme.Scheme)
 	fatal(err)
-	hosted, err := fxstore.NewCache(registry, conn.Mapper, operatorCache(), fxstore.WithCacheConsumer("reads"))
+	hosted, err := storecache.New(registry, conn.Mapper, operatorCache(), storecache.WithConsumer("reads"))
 	fatal(err)
 	fatal(hosted.IndexField(ctx, &corev1.Secret{}, secretConfigMapKey, secretConfigMap))
 	fatal(registry.Start(ctx, apiserver.NewSource(conn.Client)))

@@ -74,7 +74,7 @@
 //
 // SetupWithManager runs an existing operator's setup unchanged: its
 // SetupWithManager calls, field indexes, runnables and checks. It gets a
-// manager.Manager façade over the app. Its cache is fxstore.NewCache's
+// manager.Manager façade over the app. Its cache is storecache.New's
 // over the app's registry, so its informers are the app's shared stores.
 // What it runs runs under the app's lifecycle.
 //

@@ -35,6 +35,7 @@ import (
 	"github.com/fxkube/fxkube/internal/caller"
 	"github.com/fxkube/fxkube/internal/contract"
 	"github.com/fxkube/fxkube/lifecycle"
+	"github.com/fxkube/fxkube/storecache"
 )
 
 // SetupWithManager hosts an existing controller-runtime operator in the
@@ -248,8 +249,8 @@ func host(p hostParams, setupName string, setup func(manager.Manager) error, o o
 	if o.cacheOptions != nil {
 		cacheOpts = *o.cacheOptions
 	}
-	c, err := fxstore.NewCache(p.Registry, p.Connection.Mapper, cacheOpts,
-		fxstore.WithCacheConsumer(o.name), fxstore.WithLateSyncTimeout(syncTimeout))
+	c, err := storecache.New(p.Registry, p.Connection.Mapper, cacheOpts,
+		storecache.WithConsumer(o.name), storecache.WithLateSyncTimeout(syncTimeout))
 	if err != nil {
 		return hostResult{}, fmt.Errorf("hosted operator %q: %w", o.name, err)
 	}

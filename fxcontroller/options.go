@@ -82,7 +82,7 @@ func WithName(name string) HostedOption {
 // transforms, DefaultNamespaces, DefaultLabelSelector, DefaultFieldSelector,
 // DefaultTransform, DefaultUnsafeDisableDeepCopy, ReaderFailOnMissingInformer.
 // Each kind resolves with them to a store of the app's registry (see
-// fxstore.NewCache). Defaults to every object of every kind read.
+// storecache.New). Defaults to every object of every kind read.
 func WithCacheOptions(opts crcache.Options) HostedOption {
 	return newOption(func(o *options) { o.cacheOptions = &opts }, "fxcontroller.WithCacheOptions(cache.Options{...})")
 }

@@ -44,8 +44,6 @@
 // change one: DeepCopy it first. WithoutSharing turns sharing off for a
 // store, and HeldAsBytes keeps a rarely read store's objects encoded.
 //
-// NewCache serves code written for controller-runtime. It is a cache.Cache
-// whose informers are the registry's stores, with controller-runtime's
-// read semantics: deep copies, namespaced field indexes, and stores
-// started on a kind's first read.
+// Package storecache serves code written for controller-runtime from the
+// same stores: a cache.Cache with controller-runtime's read semantics.
 package fxstore

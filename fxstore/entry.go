@@ -6,10 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"reflect"
-	"runtime"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/fxkube/fxkube/internal/caller"
 	"github.com/fxkube/fxkube/internal/primary"
 	"github.com/fxkube/fxkube/internal/share"
 )
@@ -153,7 +151,7 @@ func (e *entry) backing() backing { return e.backed.Load().backing }
 // add records one more request for the store: its consumer, indexes and
 // options, through its backing. The registry's lock is held.
 func (e *entry) add(t Transform, req request) error {
-	if funcIdentity(t.Func) != funcIdentity(e.transform.Func) {
+	if caller.Identity(t.Func) != caller.Identity(e.transform.Func) {
 		return fmt.Errorf("transform %q is already defined with another function; give different transforms different names", t.Name)
 	}
 	return e.request(req)
@@ -225,24 +223,6 @@ func (e *entry) root() *entry {
 		return e.parent
 	}
 	return e
-}
-
-// funcIdentity identifies fn by where its code is written, file and line:
-// closures of one function literal share it even where the compiler has
-// inlined the function returning them (such as controller-runtime's
-// cache.TransformStripManagedFields) into different callers, which gives
-// each copy code of its own. Empty for a nil fn.
-func funcIdentity(fn any) string {
-	v := reflect.ValueOf(fn)
-	if !v.IsValid() || v.IsNil() {
-		return ""
-	}
-	f := runtime.FuncForPC(v.Pointer())
-	if f == nil {
-		return strconv.FormatUint(uint64(v.Pointer()), 16)
-	}
-	file, line := f.FileLine(f.Entry())
-	return file + ":" + strconv.Itoa(line)
 }
 
 // bind attaches the store to its source. It runs before the informer starts.

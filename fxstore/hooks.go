@@ -4,6 +4,9 @@ import (
 	"context"
 	"reflect"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/fxkube/fxkube/internal/primary"
 	"github.com/fxkube/fxkube/internal/storehooks"
 )
@@ -23,6 +26,17 @@ func init() {
 		},
 		Matcher:         matcherOf,
 		DetectMutations: (*Registry).detectMutations,
+		ForObject: func(r *Registry, example client.Object, spec Spec, opts ...Option) (any, error) {
+			return forObject(r, example, spec, opts...)
+		},
+		FieldIndex:      fieldIndexNamed,
+		FieldIndexValue: namespacedValue,
+		IndexOnly:       indexOnly,
+		Started:         (*Registry).isStarted,
+		CheckSpec: func(r *Registry, spec Spec) error {
+			_, err := spec.key(schema.GroupVersionKind{Version: "v1", Kind: "Check"}, Typed, &r.selectors)
+			return err
+		},
 		Gate: func(store any) primary.Gated {
 			if s, ok := store.(storeEntry); ok {
 				if e := s.storeEntry(); e != nil {

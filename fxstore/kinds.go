@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/fxkube/fxkube/internal/kinds"
 )
 
 var (
@@ -41,7 +43,7 @@ func (r *Registry) keyFor(typ reflect.Type, spec Spec) (Key, k8sruntime.Object, 
 		if !gvk.Empty() && gvk != scheme {
 			key, _ := spec.key(scheme, Typed, &r.selectors)
 			return key, nil, fmt.Errorf("Spec.Kind %s does not match %s, which the scheme registers as %s; leave Spec.Kind empty",
-				kindString(gvk), typ, kindString(scheme))
+				kinds.Name(gvk), typ, kinds.Name(scheme))
 		}
 		gvk = scheme
 	}

@@ -3,7 +3,6 @@ package fxstore
 import (
 	"fmt"
 	"reflect"
-	"time"
 
 	"go.uber.org/zap"
 	"k8s.io/client-go/tools/cache"
@@ -27,12 +26,6 @@ type Option interface {
 type RegistryOption interface {
 	fmt.Stringer
 	applyTo(*Registry)
-}
-
-// CacheOption configures NewCache.
-type CacheOption interface {
-	fmt.Stringer
-	applyTo(*registryCache)
 }
 
 // option is an option for a T, printed as call.
@@ -102,7 +95,7 @@ func WithIndex[T client.Object](name string, fn func(T) []string) Option {
 		r.indexes = append(r.indexes, index{
 			name:   name,
 			objTyp: reflect.TypeFor[T](),
-			fnID:   funcIdentity(fn),
+			fnID:   caller.Identity(fn),
 			call:   call,
 			fn: func(obj any) ([]string, error) {
 				t, ok := obj.(T)
@@ -133,7 +126,7 @@ func fieldIndexNamed(name string, extract client.IndexerFunc, call string) Optio
 		r.indexes = append(r.indexes, index{
 			name:   name,
 			objTyp: reflect.TypeFor[client.Object](),
-			fnID:   funcIdentity(extract),
+			fnID:   caller.Identity(extract),
 			call:   call,
 			fn: func(obj any) ([]string, error) {
 				o, ok := obj.(client.Object)
@@ -245,16 +238,3 @@ func HeldAsBytes() Option {
 // indexOnly adds a request's indexes to its store without counting it as
 // another request: the cache has requested the store already.
 var indexOnly Option = newOption(func(r *request) { r.indexOnly = true }, "index only")
-
-// WithCacheConsumer names who reads through the cache, for describe and
-// metrics, such as a hosted operator's name. Defaults to the function that
-// called NewCache.
-func WithCacheConsumer(name string) CacheOption {
-	return newOption(func(c *registryCache) { c.consumer = name }, "fxstore.WithCacheConsumer(%q)", name)
-}
-
-// WithLateSyncTimeout bounds how long a read of a kind first read after
-// start waits for its store to sync. Defaults to 2 minutes.
-func WithLateSyncTimeout(d time.Duration) CacheOption {
-	return newOption(func(c *registryCache) { c.syncTimeout = d }, "fxstore.WithLateSyncTimeout(%s)", d)
-}

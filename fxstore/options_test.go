@@ -3,7 +3,6 @@ package fxstore_test
 import (
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -31,8 +30,6 @@ func TestOptionsPrintTheirCall(t *testing.T) {
 		{fxstore.WithOwnInformer(), `fxstore.WithOwnInformer()`},
 		{fxstore.WithoutSharing(), `fxstore.WithoutSharing()`},
 		{fxstore.WithLogger(zap.NewNop().Named("stores")), `fxstore.WithLogger(logger "stores")`},
-		{fxstore.WithCacheConsumer("operator"), `fxstore.WithCacheConsumer("operator")`},
-		{fxstore.WithLateSyncTimeout(30 * time.Second), `fxstore.WithLateSyncTimeout(30s)`},
 	}
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, tt.give.String())

@@ -168,7 +168,7 @@ func (r *Registry) addIndexers(e *entry, indexers cache.Indexers) error {
 	req := request{indexOnly: true}
 	for _, name := range slices.Sorted(maps.Keys(indexers)) {
 		fn := indexers[name]
-		req.indexes = append(req.indexes, index{name: name, fn: fn, fnID: funcIdentity(fn), call: fmt.Sprintf("Informer().AddIndexers(%q)", name)})
+		req.indexes = append(req.indexes, index{name: name, fn: fn, fnID: caller.Identity(fn), call: fmt.Sprintf("Informer().AddIndexers(%q)", name)})
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

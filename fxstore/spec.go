@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
+	"github.com/fxkube/fxkube/internal/kinds"
 	"github.com/fxkube/fxkube/internal/selectors"
 )
 
@@ -115,7 +116,7 @@ type Key struct {
 // example `Deployment.apps/v1 (namespace "web", labels "app=x")`.
 func (k Key) String() string {
 	var b strings.Builder
-	b.WriteString(kindString(k.Kind))
+	b.WriteString(kinds.Name(k.Kind))
 	b.WriteString(" (")
 	if k.Namespace == "" {
 		b.WriteString("all namespaces")
@@ -140,19 +141,6 @@ func (k Key) String() string {
 	}
 	b.WriteString(")")
 	return b.String()
-}
-
-// kindString names a kind as Kind.group/version ("Deployment.apps/v1",
-// "ConfigMap/v1" for the core group).
-func kindString(gvk schema.GroupVersionKind) string {
-	kind := gvk.Kind
-	if kind == "" {
-		kind = "<no kind>"
-	}
-	if gvk.Group == "" {
-		return kind + "/" + gvk.Version
-	}
-	return kind + "." + gvk.Group + "/" + gvk.Version
 }
 
 // key canonicalises the spec for objects of the given kind and projection,

@@ -34,9 +34,10 @@ import (
 	"github.com/fxkube/fxkube/connection"
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/internal/testenv"
+	"github.com/fxkube/fxkube/storecache"
 )
 
-// The conformance tests build controller-runtime's cache and fxstore.NewCache's cache
+// The conformance tests build controller-runtime's cache and storecache.New's cache
 // with the same options over the same objects, make the same read of both
 // and require the same outcome: controller-runtime's cache is the
 // specification.
@@ -278,12 +279,12 @@ func errorClass(err error) string {
 
 // requireSameOutcome requires fx's outcome of a read to be cr's: the same
 // objects, equal but for managed fields unless exact (fxstore drops them by
-// default, as NewCache documents), or an error of the same class.
+// default, as storecache.New documents), or an error of the same class.
 func requireSameOutcome(t *testing.T, cr, fx outcome, exact bool) {
 	t.Helper()
 	if cr.err != nil || fx.err != nil {
-		require.Error(t, cr.err, "controller-runtime's cache succeeded where fxstore.NewCache's cache failed with %v", fx.err)
-		require.Error(t, fx.err, "fxstore.NewCache's cache succeeded where controller-runtime's failed with %q", cr.err)
+		require.Error(t, cr.err, "controller-runtime's cache succeeded where storecache.New's cache failed with %v", fx.err)
+		require.Error(t, fx.err, "storecache.New's cache succeeded where controller-runtime's failed with %q", cr.err)
 		assert.Equal(t, errorClass(cr.err), errorClass(fx.err), "error class of %q and of %q", cr.err, fx.err)
 		if errorClass(cr.err) != "" {
 			assert.EqualError(t, fx.err, cr.err.Error())
@@ -310,7 +311,7 @@ func requireSameOutcome(t *testing.T, cr, fx outcome, exact bool) {
 	assert.Equal(t, cr.rv, fx.rv, "resource version of the list")
 }
 
-// cachePair is controller-runtime's cache and fxstore.NewCache's cache, built with the
+// cachePair is controller-runtime's cache and storecache.New's cache, built with the
 // same options.
 type cachePair struct {
 	cr   cache.Cache
@@ -325,7 +326,7 @@ type namedCache struct {
 }
 
 func (p *cachePair) both() []namedCache {
-	return []namedCache{{"controller-runtime's cache", p.cr}, {"fxstore.NewCache's cache", p.fx}}
+	return []namedCache{{"controller-runtime's cache", p.cr}, {"storecache.New's cache", p.fx}}
 }
 
 // newCachePair builds both caches with opts and calls setup on each, as a
@@ -345,8 +346,8 @@ func newCachePair(t *testing.T, opts cache.Options, setup func(context.Context, 
 	require.NoError(t, err)
 	reg := fxstore.NewRegistry(scheme)
 	t.Cleanup(reg.Stop)
-	fx, err := fxstore.NewCache(reg, conn.Mapper, opts,
-		fxstore.WithCacheConsumer("conformance"), fxstore.WithLateSyncTimeout(30*time.Second))
+	fx, err := storecache.New(reg, conn.Mapper, opts,
+		storecache.WithConsumer("conformance"), storecache.WithLateSyncTimeout(30*time.Second))
 	require.NoError(t, err)
 
 	p := &cachePair{cr: cr, fx: fx, reg: reg, conn: conn}
@@ -831,9 +832,9 @@ func TestCacheConformance(t *testing.T) {
 					cr, fx := r.read(ctx, p.cr, f), r.read(ctx, p.fx, f)
 					if r.wantErr != "" {
 						require.ErrorContains(t, cr.err, r.wantErr, "controller-runtime's cache")
-						assert.ErrorContains(t, fx.err, r.wantErr, "fxstore.NewCache's cache")
+						assert.ErrorContains(t, fx.err, r.wantErr, "storecache.New's cache")
 						if r.ownMessage == "" {
-							assert.ErrorContains(t, fx.err, cr.err.Error(), "fxstore.NewCache's cache")
+							assert.ErrorContains(t, fx.err, cr.err.Error(), "storecache.New's cache")
 						}
 					} else {
 						require.NoError(t, cr.err, "controller-runtime's cache")
@@ -1088,11 +1089,11 @@ func TestCacheConformanceInformer(t *testing.T) {
 				crInitial, crLater, crTypes := want.recs[0].seen()
 				fxInitial, fxLater, fxTypes := want.recs[1].seen()
 				assert.Equal(t, want.initial, crInitial, "%d: controller-runtime's cache: initial Adds", i)
-				assert.Equal(t, crInitial, fxInitial, "%d: fxstore.NewCache's cache: initial Adds", i)
+				assert.Equal(t, crInitial, fxInitial, "%d: storecache.New's cache: initial Adds", i)
 				assert.Equal(t, want.later, crLater, "%d: controller-runtime's cache: later Adds", i)
-				assert.Equal(t, crLater, fxLater, "%d: fxstore.NewCache's cache: later Adds", i)
+				assert.Equal(t, crLater, fxLater, "%d: storecache.New's cache: later Adds", i)
 				assert.Equal(t, want.types, crTypes, "%d: controller-runtime's cache: types", i)
-				assert.Equal(t, crTypes, fxTypes, "%d: fxstore.NewCache's cache: types", i)
+				assert.Equal(t, crTypes, fxTypes, "%d: storecache.New's cache: types", i)
 			}
 		})
 	}
@@ -1107,7 +1108,7 @@ func TestCacheConformanceNotStarted(t *testing.T) {
 		read      readFunc
 		wantClass string // errorClass of controller-runtime's error
 		wantErr   string // a phrase of both errors, when wantClass is ""
-		// fxWantClass, when set, is fxstore.NewCache's cache's errorClass where it
+		// fxWantClass, when set, is storecache.New's cache's errorClass where it
 		// differs from controller-runtime's on purpose.
 		fxWantClass string
 	}
@@ -1145,7 +1146,7 @@ func TestCacheConformanceNotStarted(t *testing.T) {
 				read{
 					// A known difference: controller-runtime's cache asks the
 					// REST mapper whether ConfigMaps are namespaced and fails
-					// with "unknown namespace for the cache"; fxstore.NewCache's cache
+					// with "unknown namespace for the cache"; storecache.New's cache
 					// does no I/O before the app runs (reads before start
 					// happen while the app is built) and reports that it has
 					// not started.
@@ -1200,12 +1201,12 @@ func TestCacheConformanceNotStarted(t *testing.T) {
 					require.Equal(t, r.wantClass, errorClass(cr.err), "controller-runtime's cache: %v", cr.err)
 					if r.fxWantClass != "" {
 						require.ErrorContains(t, cr.err, r.wantErr, "controller-runtime's cache")
-						require.Equal(t, r.fxWantClass, errorClass(fx.err), "fxstore.NewCache's cache: %v", fx.err)
+						require.Equal(t, r.fxWantClass, errorClass(fx.err), "storecache.New's cache: %v", fx.err)
 						return
 					}
 					if r.wantErr != "" {
 						require.ErrorContains(t, cr.err, r.wantErr, "controller-runtime's cache")
-						assert.ErrorContains(t, fx.err, r.wantErr, "fxstore.NewCache's cache")
+						assert.ErrorContains(t, fx.err, r.wantErr, "storecache.New's cache")
 					}
 					requireSameOutcome(t, cr, fx, false)
 				})

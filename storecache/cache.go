@@ -1,4 +1,4 @@
-package fxstore
+package storecache
 
 import (
 	"context"
@@ -27,9 +27,25 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
+	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/internal/caller"
 	"github.com/fxkube/fxkube/internal/informers"
+	"github.com/fxkube/fxkube/internal/kinds"
+	"github.com/fxkube/fxkube/internal/storehooks"
 )
+
+// storeHooks are what fxstore's registry does for the cache and not for
+// users.
+var storeHooks = storehooks.Get[*fxstore.Registry, fxstore.Key, fxstore.Spec, fxstore.Option]()
+
+// forObject asks r for the store of spec's objects of example's type.
+func forObject(r *fxstore.Registry, example client.Object, spec fxstore.Spec, opts ...fxstore.Option) (*fxstore.Store[client.Object], error) {
+	s, err := storeHooks.ForObject(r, example, spec, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return s.(*fxstore.Store[client.Object]), nil
+}
 
 // registryCache is a controller-runtime cache.Cache whose informers are a
 // registry's stores: each kind resolves, with the cache's options, to the
@@ -40,7 +56,7 @@ import (
 // scoped by namespace, and a kind first read after the registry has started
 // gets a store started then, through the registry's pre-flight checks.
 type registryCache struct {
-	registry *Registry
+	registry *fxstore.Registry
 	mapper   meta.RESTMapper
 	opts     crcache.Options
 	consumer string
@@ -60,7 +76,7 @@ var _ crcache.Cache = (*registryCache)(nil)
 // cacheKind is a kind in one projection.
 type cacheKind struct {
 	gvk  schema.GroupVersionKind
-	proj Projection
+	proj fxstore.Projection
 }
 
 type fieldIndex struct {
@@ -97,13 +113,13 @@ func (ck *cachedKind) indexName(field string) string {
 }
 
 type namespaceStore struct {
-	namespace  string // "" for all namespaces not listed elsewhere
-	spec       Spec   // the store's, as the cache requested it
-	store      *Store[client.Object]
+	namespace  string       // "" for all namespaces not listed elsewhere
+	spec       fxstore.Spec // the store's, as the cache requested it
+	store      *fxstore.Store[client.Object]
 	noDeepCopy bool
 }
 
-// NewCache returns a controller-runtime cache.Cache whose informers are r's
+// New returns a controller-runtime cache.Cache whose informers are r's
 // stores, with controller-runtime's cache options: each kind resolves to
 // the store of its spec, shared with every module and every other cache
 // asking for the same one. Reads fill the caller's object with a deep copy
@@ -120,8 +136,8 @@ type namespaceStore struct {
 // NewInformer, a WatchErrorHandler, disabled bookmarks, its own HTTP client,
 // scheme or mapper) are rejected with an error saying what to do instead.
 // mapper tells namespaced kinds from cluster-scoped ones; it is asked only
-// once the app runs. NewCache does no I/O.
-func NewCache(r *Registry, mapper meta.RESTMapper, opts crcache.Options, options ...CacheOption) (crcache.Cache, error) {
+// once the app runs. New does no I/O.
+func New(r *fxstore.Registry, mapper meta.RESTMapper, opts crcache.Options, options ...Option) (crcache.Cache, error) {
 	c := &registryCache{
 		registry:    r,
 		mapper:      mapper,
@@ -150,7 +166,7 @@ func (c *registryCache) validate() error {
 	}
 	unsupported(o.HTTPClient != nil, "HTTPClient", "the app's one connection is used; leave it unset")
 	unsupported(o.Mapper != nil, "Mapper", "the app's REST mapper is used; leave it unset")
-	unsupported(o.Scheme != nil && o.Scheme != c.registry.scheme, "a Scheme of its own",
+	unsupported(o.Scheme != nil && o.Scheme != c.registry.Scheme(), "a Scheme of its own",
 		"add types to the app's scheme with fxstore.AddToScheme and leave it unset")
 	unsupported(o.NewInformer != nil, "NewInformer", "stores are the registry's shared informers; leave it unset")
 	unsupported(o.DefaultWatchErrorHandler != nil, "DefaultWatchErrorHandler",
@@ -173,7 +189,7 @@ func (c *registryCache) validate() error {
 	}
 	for obj, by := range o.ByObject {
 		where := fmt.Sprintf("ByObject[%T].", obj)
-		if _, err := apiutil.GVKForObject(obj, c.registry.scheme); err != nil {
+		if _, err := apiutil.GVKForObject(obj, c.registry.Scheme()); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w; register its type with fxstore.AddToScheme", strings.TrimSuffix(where, "."), err))
 		}
 		checkConfig(where, crcache.Config{
@@ -188,7 +204,7 @@ func (c *registryCache) validate() error {
 	// default and of each ByObject kind, as if namespaced.
 	for _, cfgs := range c.allConfigs() {
 		for ns, cfg := range cfgs {
-			if _, err := specFor(ns, cfg).key(schema.GroupVersionKind{Version: "v1", Kind: "Check"}, Typed, &c.registry.selectors); err != nil {
+			if err := storeHooks.CheckSpec(c.registry, specFor(ns, cfg)); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -217,7 +233,7 @@ func checkSelectors(cfg crcache.Config) error {
 func (c *registryCache) allConfigs() []map[string]crcache.Config {
 	out := []map[string]crcache.Config{c.configsFor(schema.GroupVersionKind{}, true)}
 	for obj := range c.opts.ByObject {
-		if gvk, err := apiutil.GVKForObject(obj, c.registry.scheme); err == nil {
+		if gvk, err := apiutil.GVKForObject(obj, c.registry.Scheme()); err == nil {
 			out = append(out, c.configsFor(gvk, true))
 		}
 	}
@@ -284,7 +300,7 @@ func (c *registryCache) configsFor(gvk schema.GroupVersionKind, namespaced bool)
 
 func (c *registryCache) byObject(gvk schema.GroupVersionKind) (crcache.ByObject, bool) {
 	for obj, by := range c.opts.ByObject {
-		if got, err := apiutil.GVKForObject(obj, c.registry.scheme); err == nil && got == gvk {
+		if got, err := apiutil.GVKForObject(obj, c.registry.Scheme()); err == nil && got == gvk {
 			return by, true
 		}
 	}
@@ -317,8 +333,8 @@ func withDefaults(cfg, from crcache.Config) crcache.Config {
 	return cfg
 }
 
-func specFor(namespace string, cfg crcache.Config) Spec {
-	spec := Spec{Namespace: namespace, Transform: transformOf(cfg.Transform)}
+func specFor(namespace string, cfg crcache.Config) fxstore.Spec {
+	spec := fxstore.Spec{Namespace: namespace, Transform: transformOf(cfg.Transform)}
 	if cfg.LabelSelector != nil {
 		spec.LabelSelector = cfg.LabelSelector.String()
 	}
@@ -333,65 +349,65 @@ func specFor(namespace string, cfg crcache.Config) Spec {
 // any other is named after its function value itself, not its code, as
 // closures of one function may capture different values: caches share a
 // store with such a transform only when they pass the same function value.
-func transformOf(fn toolscache.TransformFunc) Transform {
-	if fn == nil || funcIdentity(fn) == funcIdentity(StripManagedFields.Func) {
-		return StripManagedFields
+func transformOf(fn toolscache.TransformFunc) fxstore.Transform {
+	if fn == nil || caller.Identity(fn) == caller.Identity(fxstore.StripManagedFields.Func) {
+		return fxstore.StripManagedFields
 	}
-	return Transform{Name: funcValue(fn), Func: fn}
+	return fxstore.Transform{Name: funcValue(fn), Func: fn}
 }
 
 // funcValue names the function value fn: its code and its closure, so that
 // two closures of one function literal, which may capture different values,
 // are told apart.
 func funcValue[F any](fn F) string {
-	return fmt.Sprintf("func at %s (%p)", funcIdentity(fn), *(*unsafe.Pointer)(unsafe.Pointer(&fn)))
+	return fmt.Sprintf("func at %s (%p)", caller.Identity(fn), *(*unsafe.Pointer)(unsafe.Pointer(&fn)))
 }
 
 // kindOf returns the kind and projection of obj. It allocates nothing, as
 // it runs on every read.
 func (c *registryCache) kindOf(obj k8sruntime.Object) (cacheKind, error) {
-	gvk, err := apiutil.GVKForObject(obj, c.registry.scheme)
+	gvk, err := apiutil.GVKForObject(obj, c.registry.Scheme())
 	if err != nil {
 		return cacheKind{}, fmt.Errorf("%w; register the type with fxstore.AddToScheme", err)
 	}
 	switch obj.(type) {
 	case *unstructured.Unstructured:
-		return cacheKind{gvk, Unstructured}, nil
+		return cacheKind{gvk, fxstore.Unstructured}, nil
 	case *metav1.PartialObjectMetadata:
-		return cacheKind{gvk, Metadata}, nil
+		return cacheKind{gvk, fxstore.Metadata}, nil
 	}
-	return cacheKind{gvk, Typed}, nil
+	return cacheKind{gvk, fxstore.Typed}, nil
 }
 
 // listKindOf is kindOf for a list: the kind and projection of its items.
 func (c *registryCache) listKindOf(list client.ObjectList) (cacheKind, error) {
-	gvk, err := apiutil.GVKForObject(list, c.registry.scheme)
+	gvk, err := apiutil.GVKForObject(list, c.registry.Scheme())
 	if err != nil {
 		return cacheKind{}, fmt.Errorf("%w; register the type with fxstore.AddToScheme", err)
 	}
 	gvk.Kind = strings.TrimSuffix(gvk.Kind, "List")
 	switch list.(type) {
 	case *unstructured.UnstructuredList:
-		return cacheKind{gvk, Unstructured}, nil
+		return cacheKind{gvk, fxstore.Unstructured}, nil
 	case *metav1.PartialObjectMetadataList:
-		return cacheKind{gvk, Metadata}, nil
+		return cacheKind{gvk, fxstore.Metadata}, nil
 	}
-	return cacheKind{gvk, Typed}, nil
+	return cacheKind{gvk, fxstore.Typed}, nil
 }
 
 // example returns an object of k's type for its stores.
 func (c *registryCache) example(k cacheKind) (client.Object, error) {
 	switch k.proj {
-	case Unstructured:
+	case fxstore.Unstructured:
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(k.gvk)
 		return u, nil
-	case Metadata:
+	case fxstore.Metadata:
 		m := &metav1.PartialObjectMetadata{}
 		m.SetGroupVersionKind(k.gvk)
 		return m, nil
 	}
-	obj, err := c.registry.scheme.New(k.gvk)
+	obj, err := c.registry.Scheme().New(k.gvk)
 	if err != nil {
 		return nil, fmt.Errorf("%w; register the type with fxstore.AddToScheme", err)
 	}
@@ -421,7 +437,7 @@ func (c *registryCache) kind(k cacheKind) (*cachedKind, error) {
 	// built, and when it cannot tell (a CRD not installed), the stores'
 	// pre-flight reports why.
 	namespaced := true
-	if c.restrictsNamespaces(k.gvk) && c.registry.isStarted() {
+	if c.restrictsNamespaces(k.gvk) && storeHooks.Started(c.registry) {
 		if scoped, err := apiutil.IsGVKNamespaced(k.gvk, c.mapper); err == nil {
 			namespaced, scopeKnown = scoped, true
 			ck.setScope(namespaced)
@@ -429,22 +445,22 @@ func (c *registryCache) kind(k cacheKind) (*cachedKind, error) {
 	}
 	if scopeKnown {
 		if by, ok := c.byObject(k.gvk); ok && !namespaced && by.Namespaces != nil {
-			return nil, fmt.Errorf("cache options of %s: %s is not namespaced, but its ByObject.Namespaces setting is not nil; remove it", c.consumer, kindString(k.gvk))
+			return nil, fmt.Errorf("cache options of %s: %s is not namespaced, but its ByObject.Namespaces setting is not nil; remove it", c.consumer, kinds.Name(k.gvk))
 		}
 	}
 	configs := c.configsFor(k.gvk, namespaced)
-	opts := []Option{WithConsumer(c.consumer)}
+	opts := []fxstore.Option{fxstore.WithConsumer(c.consumer)}
 	indexes := make(map[string]string, len(c.pending[k]))
 	for _, ix := range c.pending[k] {
 		name := indexName(ix.field, ix.extract)
 		indexes[ix.field] = name
-		opts = append(opts, fieldIndexNamed(name, ix.extract, indexFieldCall(ix.field, ix.extract)))
+		opts = append(opts, storeHooks.FieldIndex(name, ix.extract, indexFieldCall(ix.field, ix.extract)))
 	}
 	ck.indexes.Store(&indexes)
 	for _, ns := range slices.Sorted(maps.Keys(configs)) {
 		cfg := configs[ns]
 		spec := specFor(ns, cfg)
-		if k.proj != Typed {
+		if k.proj != fxstore.Typed {
 			spec.Kind = k.gvk
 		}
 		s, err := forObject(c.registry, example, spec, opts...)
@@ -471,7 +487,7 @@ func (c *registryCache) ready(ctx context.Context, k cacheKind) (*cachedKind, er
 	if c.opts.ReaderFailOnMissingInformer && !c.has(k) {
 		return nil, &crcache.ErrResourceNotCached{GVK: k.gvk}
 	}
-	if !c.registry.isStarted() {
+	if !storeHooks.Started(c.registry) {
 		return nil, &crcache.ErrCacheNotStarted{}
 	}
 	ck, err := c.kind(k)
@@ -525,7 +541,7 @@ func (c *registryCache) isNamespaced(ck *cachedKind) (bool, error) {
 	}
 	namespaced, err := apiutil.IsGVKNamespaced(ck.gvk, c.mapper)
 	if err != nil {
-		return false, fmt.Errorf("%s: %w", kindString(ck.gvk), err)
+		return false, fmt.Errorf("%s: %w", kinds.Name(ck.gvk), err)
 	}
 	ck.setScope(namespaced)
 	return namespaced, nil
@@ -559,7 +575,7 @@ func (ck *cachedKind) storeFor(namespace, verb string, key any) (namespaceStore,
 		namespaces[i] = ns.namespace
 	}
 	return namespaceStore{}, fmt.Errorf("unable to %s: %v because of unknown namespace for the cache (it caches %s in namespaces %q; add the namespace to the cache options)",
-		verb, key, kindString(ck.gvk), namespaces)
+		verb, key, kinds.Name(ck.gvk), namespaces)
 }
 
 // Get implements client.Reader: it fills out with a deep copy of the cached
@@ -656,16 +672,9 @@ func (c *registryCache) List(ctx context.Context, out client.ObjectList, opts ..
 			return err
 		}
 		noCopy := ns.noDeepCopy || (lo.UnsafeDisableDeepCopy != nil && *lo.UnsafeDisableDeepCopy)
-		for _, item := range items {
+		for _, obj := range items {
 			if lo.Limit > 0 && int64(len(objs)) >= lo.Limit {
 				break
-			}
-			obj, ok := item.(client.Object)
-			if !ok {
-				return fmt.Errorf("cache contained %T, which is not an Object", item)
-			}
-			if lo.LabelSelector != nil && !lo.LabelSelector.Matches(labels.Set(obj.GetLabels())) {
-				continue
 			}
 			if noCopy {
 				objs = append(objs, obj)
@@ -686,25 +695,26 @@ func (c *registryCache) List(ctx context.Context, out client.ObjectList, opts ..
 // errContinue is controller-runtime's cache's error for a continue token.
 var errContinue = errors.New("continue list option is not supported by the cache")
 
-// list returns the store's objects matching lo's namespace and field
-// selector, before label filtering. Each field requirement is an index
-// lookup; objects are kept that every lookup found.
-func (ns namespaceStore) list(lo client.ListOptions, indexName func(field string) string) ([]any, error) {
+// list returns the store's objects matching lo's namespace, labels and
+// field selector. Each field requirement is an index lookup; objects are
+// kept that every lookup found.
+func (ns namespaceStore) list(lo client.ListOptions, indexName func(field string) string) ([]client.Object, error) {
 	s := ns.store
-	if !s.HasSynced() {
-		return nil, s.e.notSynced
-	}
-	b := s.e.backing()
 	if lo.FieldSelector == nil || lo.FieldSelector.Empty() {
-		return b.list(lo.Namespace, lo.LabelSelector)
+		opts := []client.ListOption{client.InNamespace(lo.Namespace)}
+		if lo.LabelSelector != nil {
+			// A nil selector would select nothing.
+			opts = append(opts, client.MatchingLabelsSelector{Selector: lo.LabelSelector})
+		}
+		return s.List(opts...)
 	}
-	var objs []any
+	var objs []client.Object
 	for i, req := range lo.FieldSelector.Requirements() {
 		name := indexName(req.Field)
 		if name == "" {
-			return nil, fmt.Errorf("store %s: field %q is not indexed; index it with mgr.GetFieldIndexer().IndexField (or fxstore.WithFieldIndex)", s.e.key, req.Field)
+			return nil, fmt.Errorf("store %s: field %q is not indexed; index it with mgr.GetFieldIndexer().IndexField (or fxstore.WithFieldIndex)", s.Key(), req.Field)
 		}
-		found, err := b.byIndex(name, namespacedValue(lo.Namespace, req.Value))
+		found, err := s.ByIndex(name, storeHooks.FieldIndexValue(lo.Namespace, req.Value))
 		if err != nil {
 			return nil, err
 		}
@@ -712,22 +722,19 @@ func (ns namespaceStore) list(lo client.ListOptions, indexName func(field string
 			objs = found
 			continue
 		}
-		keys := make(map[string]struct{}, len(found))
+		keys := make(map[client.ObjectKey]struct{}, len(found))
 		for _, obj := range found {
-			keys[objectKey(obj)] = struct{}{}
+			keys[client.ObjectKeyFromObject(obj)] = struct{}{}
 		}
-		objs = slices.DeleteFunc(objs, func(obj any) bool {
-			_, ok := keys[objectKey(obj)]
+		objs = slices.DeleteFunc(objs, func(obj client.Object) bool {
+			_, ok := keys[client.ObjectKeyFromObject(obj)]
 			return !ok
 		})
 	}
+	if sel := lo.LabelSelector; sel != nil && !sel.Empty() {
+		objs = slices.DeleteFunc(objs, func(obj client.Object) bool { return !sel.Matches(labels.Set(obj.GetLabels())) })
+	}
 	return objs, nil
-}
-
-// objectKey is obj's key in its store: "namespace/name", or "name".
-func objectKey(obj any) string {
-	key, _ := toolscache.MetaNamespaceKeyFunc(obj)
-	return key
 }
 
 // requiresExactMatch reports whether sel only has = and == terms, the field
@@ -754,7 +761,7 @@ func (c *registryCache) GetInformer(ctx context.Context, obj client.Object, opts
 
 // GetInformerForKind implements cache.Informers for a kind of the scheme.
 func (c *registryCache) GetInformerForKind(ctx context.Context, gvk schema.GroupVersionKind, opts ...crcache.InformerGetOption) (crcache.Informer, error) {
-	return c.informer(ctx, cacheKind{gvk, Typed}, opts)
+	return c.informer(ctx, cacheKind{gvk, fxstore.Typed}, opts)
 }
 
 func (c *registryCache) informer(ctx context.Context, k cacheKind, opts []crcache.InformerGetOption) (crcache.Informer, error) {
@@ -766,7 +773,7 @@ func (c *registryCache) informer(ctx context.Context, k cacheKind, opts []crcach
 	if err != nil {
 		return nil, err
 	}
-	if c.registry.isStarted() && (o.BlockUntilSynced == nil || *o.BlockUntilSynced) {
+	if storeHooks.Started(c.registry) && (o.BlockUntilSynced == nil || *o.BlockUntilSynced) {
 		if err := c.waitFor(ctx, ck); err != nil {
 			return nil, err
 		}
@@ -776,7 +783,7 @@ func (c *registryCache) informer(ctx context.Context, k cacheKind, opts []crcach
 	}
 	// One informer over the stores of every namespace, as
 	// controller-runtime's multi-namespace cache gives.
-	u := informers.NewUnion[string](fmt.Sprintf("the stores of %s by namespace", kindString(ck.gvk)))
+	u := informers.NewUnion[string](fmt.Sprintf("the stores of %s by namespace", kinds.Name(ck.gvk)))
 	for _, ns := range ck.stores {
 		if err := u.Add(ns.namespace, ns.store.Informer()); err != nil {
 			return nil, err
@@ -799,7 +806,7 @@ func (c *registryCache) Start(context.Context) error {
 // WaitForCacheSync implements cache.Informers: it waits until every store
 // the cache has resolved has synced, or ctx ends.
 func (c *registryCache) WaitForCacheSync(ctx context.Context) bool {
-	if !c.registry.isStarted() {
+	if !storeHooks.Started(c.registry) {
 		// Nothing syncs before the app starts; a controller warmed up then
 		// only declares its stores (see fxcontroller's Hosted.Declare).
 		return false
@@ -833,7 +840,7 @@ func (c *registryCache) IndexField(_ context.Context, obj client.Object, field s
 	if ok && ck.indexName(field) != "" || slices.ContainsFunc(c.pending[k], func(ix fieldIndex) bool { return ix.field == field }) {
 		c.mu.Unlock()
 		// controller-runtime's informer fails the same way.
-		return fmt.Errorf("cache of %s: indexer conflict: field %q of %s is indexed already; index each field once", c.consumer, field, kindString(k.gvk))
+		return fmt.Errorf("cache of %s: indexer conflict: field %q of %s is indexed already; index each field once", c.consumer, field, kinds.Name(k.gvk))
 	}
 	if !ok {
 		// The index is declared as the kind resolves: now, or, when
@@ -841,7 +848,7 @@ func (c *registryCache) IndexField(_ context.Context, obj client.Object, field s
 		// mapper, which must not be asked while the app is built, once the
 		// app runs.
 		c.pending[k] = append(c.pending[k], fieldIndex{field, extract})
-		later := c.restrictsNamespaces(k.gvk) && !c.registry.isStarted()
+		later := c.restrictsNamespaces(k.gvk) && !storeHooks.Started(c.registry)
 		c.mu.Unlock()
 		if later {
 			return nil
@@ -852,7 +859,7 @@ func (c *registryCache) IndexField(_ context.Context, obj client.Object, field s
 	defer c.mu.Unlock()
 	name := indexName(field, extract)
 	for _, ns := range ck.stores {
-		if _, err := forObject(c.registry, ck.example, ns.spec, WithConsumer(c.consumer), fieldIndexNamed(name, extract, indexFieldCall(field, extract)), indexOnly); err != nil {
+		if _, err := forObject(c.registry, ck.example, ns.spec, fxstore.WithConsumer(c.consumer), storeHooks.FieldIndex(name, extract, indexFieldCall(field, extract)), storeHooks.IndexOnly); err != nil {
 			return err
 		}
 	}
@@ -873,5 +880,5 @@ func indexFieldCall(field string, extract client.IndexerFunc) string {
 // with functions of their own, each has its own, as each
 // controller-runtime cache does.
 func indexName(field string, extract client.IndexerFunc) string {
-	return FieldIndexName(field) + " by " + funcValue(extract)
+	return fxstore.FieldIndexName(field) + " by " + funcValue(extract)
 }
