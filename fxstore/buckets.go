@@ -40,8 +40,10 @@ type buckets struct {
 	req      request
 	consumer func(bucket int) string
 
-	// mu serialises adding and removing buckets.
-	mu sync.Mutex
+	// mu serialises adding and removing buckets, and guards releases,
+	// which give back each bucket's store.
+	mu       sync.Mutex
+	releases map[int]func()
 	// held are the buckets' stores; a map never changed once stored, so
 	// that reads take no lock.
 	held atomic.Pointer[map[int]*entry]
@@ -67,7 +69,7 @@ var (
 // sharded is storehooks.Hooks.Sharded: the option makes For bind the
 // store to the buckets returned.
 func sharded(consumer func(bucket int) string) (Option, storehooks.Buckets) {
-	b := &buckets{consumer: consumer}
+	b := &buckets{consumer: consumer, releases: make(map[int]func())}
 	b.held.Store(&map[int]*entry{})
 	return newOption(func(r *request) { r.buckets = b }, "fxshard.For"), b
 }
@@ -115,12 +117,13 @@ func (b *buckets) Acquire(bucket int, shard sharding.Selector) error {
 	spec, req := b.spec, b.req
 	spec.Shard = shard
 	req.consumer, req.named = b.consumer(bucket), true
-	m, err := b.e.registry.register(b.typ, spec, req)
+	m, release, err := b.e.registry.hold(b.typ, spec, req)
 	if err != nil {
 		return fmt.Errorf("sharded store %s: bucket %d: %w", b.e.key, bucket, err)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.releases[bucket] = release
 	prev := *b.held.Load()
 	next := maps.Clone(prev)
 	next[bucket] = m
@@ -132,7 +135,9 @@ func (b *buckets) Acquire(bucket int, shard sharding.Selector) error {
 	if err := b.Add(bucket, m.proxy); err != nil {
 		b.held.Store(&prev)
 		b.update()
-		return errors.Join(fmt.Errorf("sharded store %s: bucket %d: %w", b.e.key, bucket, err), b.e.registry.drop(m.key))
+		delete(b.releases, bucket)
+		release()
+		return fmt.Errorf("sharded store %s: bucket %d: %w", b.e.key, bucket, err)
 	}
 	m.whenSynced(b.update)
 	b.hear(bucket, m)
@@ -203,7 +208,10 @@ func (b *buckets) Release(bucket int) error {
 	m.mu.Unlock()
 	// A failing bucket given up may leave the store working.
 	b.healthChanged()
-	return errors.Join(b.Remove(bucket), b.e.registry.drop(m.key))
+	err := b.Remove(bucket)
+	b.releases[bucket]()
+	delete(b.releases, bucket)
+	return err
 }
 
 // SetGate implements storehooks.Buckets.

@@ -236,6 +236,7 @@ func (e *entry) bind(b Binding, now time.Time) {
 	e.lw.outsideShard = e.droppedOutsideShard
 	e.boundResource = b.Resource
 	e.startedAt = now
+	e.registry.startedStores.Add(1)
 	if !e.unshared {
 		t := share.New(e.informer.GetIndexer())
 		e.shared.Store(t)

@@ -61,3 +61,36 @@ func ExampleStore_Get_notSynced() {
 	// Output:
 	// store ConfigMap/v1 (namespace "default"): store not synced yet
 }
+
+// A store asked for while the app runs is held, and given back: once no
+// request holds it, its informer stops and the registry forgets it.
+func ExampleHold() {
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	src := fxstoretest.NewSource(clientgoscheme.Scheme, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "a"}})
+	if err := r.Start(context.Background(), src); err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer r.Stop()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	held, err := fxstore.Hold[*corev1.ConfigMap](ctx, r, fxstore.Spec{Namespace: "default"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer held.Release() // or end ctx
+	if err := r.WaitForStore(ctx, held.Key()); err != nil {
+		fmt.Println(err)
+		return
+	}
+	n, _ := held.Count()
+	fmt.Println(n, "object,", len(r.Stores()), "store")
+
+	held.Release()
+	cancel() // releasing again, either way, does nothing more
+	fmt.Println(len(r.Stores()), "stores")
+	// Output:
+	// 1 object, 1 store
+	// 0 stores
+}

@@ -26,7 +26,6 @@ func KeyFor[T client.Object](r *Registry, spec Spec) (Key, error) {
 }
 
 func (r *Registry) Delay(name string) (release func()) { return r.delay(name) }
-func (r *Registry) Drop(key Key) error                 { return r.drop(key) }
 func (r *Registry) CheckShardSelectors(ctx context.Context, key Key) (bool, error) {
 	return r.checkShardSelectors(ctx, key)
 }

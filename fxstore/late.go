@@ -44,6 +44,7 @@ func (r *Registry) startView(e, parent *entry) {
 		parent.views = make(map[*entry]struct{})
 	}
 	parent.views[e] = struct{}{}
+	r.startedStores.Add(1)
 	e.startedAt = time.Now()
 	ctx := e.runContext(r.runCtx)
 	if parent.synced.Load() {
@@ -114,7 +115,10 @@ func (r *Registry) startLate(e *entry) {
 	ctx := e.runContext(r.runCtx)
 	r.wg.Go(func() {
 		b, err := r.src.Bind(ctx, e.key)
-		if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return // released while it was bound
+		case err != nil:
 			e.bindFailed(err)
 			r.signal()
 			return
@@ -165,28 +169,9 @@ func (r *Registry) checkShardSelectors(ctx context.Context, key Key) (applied bo
 	return applied, nil
 }
 
-// drop stops a sharded store and forgets it once each request for it has
-// been dropped: for a shard whose objects this process no longer handles.
-// Its Store values read as not synced afterwards; asking for the same spec
-// again makes a new store. Only sharded stores can be dropped: every other
-// store is shared for the life of the app.
-func (r *Registry) drop(key Key) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	e, ok := r.entries[key]
-	switch {
-	case !ok:
-		return fmt.Errorf("store %s: not in the registry, or dropped already; drop only what For returned", key)
-	case key.Shard == "":
-		return fmt.Errorf("store %s is not sharded; only sharded stores can be dropped", key)
-	}
-	r.releaseLocked(e)
-	return nil
-}
-
 // releaseLocked drops one request for e, and e once none is left, with
-// the request a shard served from e's whole spec holds. The registry's
-// lock is held.
+// the requests e holds: a view's for its parent, a shard's for the store
+// of its whole spec. The registry's lock is held.
 func (r *Registry) releaseLocked(e *entry) {
 	if e.refs--; e.refs > 0 {
 		return
@@ -212,7 +197,8 @@ func (r *Registry) forgetLocked(e *entry) {
 	if e.stop != nil {
 		e.stop()
 	}
-	r.log.Info("store dropped", zap.Stringer("store", e.key))
+	r.released.Add(1)
+	r.log.Info("store released: no request holds it; its informer stops", zap.Stringer("store", e.key))
 	r.signalLocked()
 }
 

@@ -32,6 +32,10 @@ var (
 		"1 while the store's list/watch fails (it serves what it held, growing stale), else 0.", []string{"store"}, nil)
 	staleDesc = prometheus.NewDesc("fxkube_store_stale_seconds",
 		"How long the store's list/watch has failed: its objects are at least this old. 0 while it works.", []string{"store"}, nil)
+	startedDesc = prometheus.NewDesc("fxkube_stores_started_total",
+		"Stores started, with an informer of their own or as views.", nil, nil)
+	releasedDesc = prometheus.NewDesc("fxkube_stores_released_total",
+		"Stores released once no request held them: their informers stopped and their watches closed.", nil, nil)
 	lateDesc = prometheus.NewDesc("fxkube_store_started_late",
 		"1 when the store was started after every store had synced, on a first read of its kind, else 0.", []string{"store", "requested_by"}, nil)
 )
@@ -39,13 +43,15 @@ var (
 // Describe implements prometheus.Collector; the registry reports its stores'
 // metrics, labelled by store key, when registered with a Prometheus registry.
 func (r *Registry) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{objectsDesc, bytesDesc, receivedDesc, errorsDesc, syncedDesc, syncDurationDesc, consumersDesc, viewDesc, lateDesc, outsideShardDesc, shardOnClientDesc, failingDesc, staleDesc} {
+	for _, d := range []*prometheus.Desc{startedDesc, releasedDesc, objectsDesc, bytesDesc, receivedDesc, errorsDesc, syncedDesc, syncDurationDesc, consumersDesc, viewDesc, lateDesc, outsideShardDesc, shardOnClientDesc, failingDesc, staleDesc} {
 		ch <- d
 	}
 }
 
 // Collect implements prometheus.Collector.
 func (r *Registry) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(startedDesc, prometheus.CounterValue, float64(r.startedStores.Load()))
+	ch <- prometheus.MustNewConstMetric(releasedDesc, prometheus.CounterValue, float64(r.released.Load()))
 	r.mu.Lock()
 	entries := append([]*entry(nil), r.order...)
 	r.mu.Unlock()

@@ -53,6 +53,9 @@ type Registry struct {
 	// object the stores take (see mutationDetector).
 	detector atomic.Pointer[mutationDetector]
 
+	// startedStores and released count the stores started and released.
+	startedStores, released atomic.Int64
+
 	// changed is closed, and replaced, whenever a store syncs or reports a
 	// list/watch error, so WaitForSync never polls.
 	changed chan struct{}
@@ -90,10 +93,7 @@ func (r *Registry) Scheme() *k8sruntime.Scheme { return r.scheme }
 // *unstructured.Unstructured or *metav1.PartialObjectMetadata, for which
 // spec.Kind is required.
 func For[T client.Object](r *Registry, spec Spec, opts ...Option) (*Store[T], error) {
-	var req request
-	for _, o := range opts {
-		o.applyTo(&req)
-	}
+	req := newRequest(opts)
 	if !req.named {
 		req.consumer = caller.Name(1)
 	}
@@ -109,11 +109,7 @@ func For[T client.Object](r *Registry, spec Spec, opts ...Option) (*Store[T], er
 // and metadata-only stores, spec.Kind names the kind). The cache always
 // names its consumer.
 func forObject(r *Registry, example client.Object, spec Spec, opts ...Option) (*Store[client.Object], error) {
-	var req request
-	for _, o := range opts {
-		o.applyTo(&req)
-	}
-	e, err := r.register(reflect.TypeOf(example), spec, req)
+	e, err := r.register(reflect.TypeOf(example), spec, newRequest(opts))
 	if err != nil {
 		return nil, err
 	}

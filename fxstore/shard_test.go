@@ -24,6 +24,7 @@ import (
 
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/fxstore/fxstoretest"
+	"github.com/fxkube/fxkube/internal/testenv"
 )
 
 func shardRange(key, start, end string) sharding.ShardRangeRequirement {
@@ -86,10 +87,11 @@ func TestShardedKeys(t *testing.T) {
 	assert.Positive(t, out)
 }
 
-// A sharded store is dropped once every request for it is: its informer
-// stops, the registry forgets it, and reads fail rather than serve what it
-// held. Other stores cannot be dropped.
-func TestDropShardedStore(t *testing.T) {
+// A store held is released once every hold is, and not before: its
+// informer stops, the registry forgets it, and reads fail rather than
+// serve what it held. Releasing twice does nothing more, and a store a
+// constructor asked for (For) lives on.
+func TestHeldStoreIsReleasedWithItsLastHold(t *testing.T) {
 	r := fxstore.NewRegistry(clientgoscheme.Scheme)
 	lower := sharding.NewSelector(shardRange(fxstore.ShardByUID, "0x0000000000000000", "0x8000000000000000"))
 	all, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{})
@@ -103,27 +105,29 @@ func TestDropShardedStore(t *testing.T) {
 	src := fxstoretest.NewSource(clientgoscheme.Scheme, objs...)
 	fxstoretest.Start(t, r, src)
 
-	s, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{Shard: lower}, fxstore.WithConsumer("one"))
+	one, err := fxstore.Hold[*corev1.ConfigMap](t.Context(), r, fxstore.Spec{Shard: lower}, fxstore.WithConsumer("one"))
 	require.NoError(t, err)
-	_, err = fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{Shard: lower}, fxstore.WithConsumer("two"))
+	ctx, cancel := context.WithCancel(t.Context())
+	_, err = fxstore.Hold[*corev1.ConfigMap](ctx, r, fxstore.Spec{Shard: lower}, fxstore.WithConsumer("two"))
 	require.NoError(t, err)
-	require.NoError(t, r.WaitForStore(t.Context(), s.Key()))
-	n, err := s.Count()
+	require.NoError(t, r.WaitForStore(t.Context(), one.Key()))
+	n, err := one.Count()
 	require.NoError(t, err)
 	assert.Positive(t, n)
 	assert.Less(t, n, len(objs))
 
 	var events recorded
-	sub, err := s.Subscribe(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) { events.add(obj.(*corev1.ConfigMap).Name) }})
+	sub, err := one.Subscribe(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) { events.add(obj.(*corev1.ConfigMap).Name) }})
 	require.NoError(t, err)
 	require.NoError(t, sub.WaitForSync(t.Context()))
 
-	require.NoError(t, r.Drop(s.Key()), "one of two requests dropped")
-	_, err = s.Count()
-	require.NoError(t, err, "the other still reads it")
-	require.NoError(t, r.Drop(s.Key()))
-	_, err = s.Count()
-	require.ErrorIs(t, err, fxstore.ErrNotSynced, "a dropped store does not serve what it held")
+	one.Release()
+	one.Release()
+	_, err = one.Count()
+	require.NoError(t, err, "the other hold still reads it: releasing twice released one hold")
+	assert.Equal(t, []string{"two"}, testenv.StoreInfo(t, r, one.Key()).Consumers)
+	cancel()
+	eventually(t, func() bool { _, err := one.Count(); return errors.Is(err, fxstore.ErrNotSynced) })
 	assert.Len(t, r.Stores(), 1, "the registry forgets it")
 	seen := len(events.get())
 	for i := range 10 {
@@ -134,12 +138,13 @@ func TestDropShardedStore(t *testing.T) {
 	eventually(t, func() bool { c, _ := all.Count(); return c == len(objs)+10 })
 	assert.Len(t, events.get(), seen, "its informer has stopped")
 
-	err = r.Drop(s.Key())
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "dropped already")
-	err = r.Drop(all.Key())
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "only sharded stores can be dropped")
+	// A hold of the store a constructor asked for ends with no more.
+	held, err := fxstore.Hold[*corev1.ConfigMap](t.Context(), r, fxstore.Spec{})
+	require.NoError(t, err)
+	held.Release()
+	c, err := all.Count()
+	require.NoError(t, err)
+	assert.Equal(t, len(objs)+10, c)
 }
 
 // Where the API server ignores shard selectors, sharded stores are views of
@@ -193,9 +198,9 @@ func TestShardsServedFromWholeStore(t *testing.T) {
 		applied, err := r.CheckShardSelectors(t.Context(), fxstore.Key{Kind: corev1.SchemeGroupVersion.WithKind("ConfigMap")})
 		require.NoError(t, err)
 		require.False(t, applied)
-		lo, err := fxstore.For[*corev1.ConfigMap](r, spec(lower))
+		lo, err := fxstore.Hold[*corev1.ConfigMap](t.Context(), r, spec(lower))
 		require.NoError(t, err)
-		hi, err := fxstore.For[*corev1.ConfigMap](r, spec(upper))
+		hi, err := fxstore.Hold[*corev1.ConfigMap](t.Context(), r, spec(upper))
 		require.NoError(t, err)
 		require.NoError(t, r.WaitForStore(t.Context(), lo.Key()))
 		require.NoError(t, r.WaitForStore(t.Context(), hi.Key()))
@@ -215,8 +220,8 @@ func TestShardsServedFromWholeStore(t *testing.T) {
 			assert.True(t, info.Status.ShardOnClient)
 			assert.Zero(t, info.Status.OutsideShard, "nothing arrives at a view to drop")
 		}
-		assert.ElementsMatch(t, inShard(lower, objs), names(t, lo))
-		assert.ElementsMatch(t, inShard(upper, objs), names(t, hi))
+		assert.ElementsMatch(t, inShard(lower, objs), names(t, lo.Store))
+		assert.ElementsMatch(t, inShard(upper, objs), names(t, hi.Store))
 		assert.Len(t, logs.FilterMessageSnippet("does not apply shard selectors").All(), 1, "said once, for the whole store")
 
 		// A dropped shard's handlers hear nothing more; asked for again,
@@ -226,7 +231,7 @@ func TestShardsServedFromWholeStore(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, sub.WaitForSync(t.Context()))
 		assert.ElementsMatch(t, inShard(lower, objs), events.get(), "the shard's objects, and only those")
-		require.NoError(t, r.Drop(lo.Key()))
+		lo.Release()
 		var added []client.Object
 		for i := range 20 {
 			cm := newCM(fmt.Sprintf("new-%d", i))
@@ -242,13 +247,13 @@ func TestShardsServedFromWholeStore(t *testing.T) {
 		}
 		require.NoError(t, src.Client().Create(t.Context(), last))
 		added = append(added, last)
-		eventually(t, func() bool { return slices.Contains(names(t, hi), "last") })
-		assert.ElementsMatch(t, inShard(upper, append(objs, added...)), names(t, hi))
-		assert.ElementsMatch(t, inShard(lower, objs), events.get(), "a dropped shard's handlers hear nothing more")
-		lo, err = fxstore.For[*corev1.ConfigMap](r, spec(lower))
+		eventually(t, func() bool { return slices.Contains(names(t, hi.Store), "last") })
+		assert.ElementsMatch(t, inShard(upper, append(objs, added...)), names(t, hi.Store))
+		assert.ElementsMatch(t, inShard(lower, objs), events.get(), "a released shard's handlers hear nothing more")
+		lo, err = fxstore.Hold[*corev1.ConfigMap](t.Context(), r, spec(lower))
 		require.NoError(t, err)
 		require.NoError(t, r.WaitForStore(t.Context(), lo.Key()))
-		assert.ElementsMatch(t, inShard(lower, append(objs, added...)), names(t, lo))
+		assert.ElementsMatch(t, inShard(lower, append(objs, added...)), names(t, lo.Store))
 		for _, info := range r.Stores() {
 			if info.Key == lo.Key() {
 				require.NotNil(t, info.ViewOf, "asked for again, a view again")
@@ -258,8 +263,8 @@ func TestShardsServedFromWholeStore(t *testing.T) {
 		}
 
 		// The whole store goes with the last shard.
-		require.NoError(t, r.Drop(lo.Key()))
-		require.NoError(t, r.Drop(hi.Key()))
+		lo.Release()
+		hi.Release()
 		assert.Empty(t, r.Stores())
 	})
 
@@ -270,7 +275,7 @@ func TestShardsServedFromWholeStore(t *testing.T) {
 		_, err := r.CheckShardSelectors(t.Context(), fxstore.Key{Kind: corev1.SchemeGroupVersion.WithKind("ConfigMap")})
 		require.NoError(t, err)
 		all := func(shard sharding.Selector) fxstore.Spec { return fxstore.Spec{Shard: shard} }
-		lo, err := fxstore.For[*corev1.ConfigMap](r, all(lower))
+		lo, err := fxstore.Hold[*corev1.ConfigMap](t.Context(), r, all(lower))
 		require.NoError(t, err)
 		require.NoError(t, r.WaitForStore(t.Context(), lo.Key()))
 		labelled, err := fxstore.For[*corev1.ConfigMap](r, spec(nil))
@@ -284,7 +289,7 @@ func TestShardsServedFromWholeStore(t *testing.T) {
 				assert.Equal(t, wholeKey, *info.ViewOf, "a view of the store made for the shards")
 			}
 		}
-		require.NoError(t, r.Drop(lo.Key()))
+		lo.Release()
 		require.NoError(t, src.Client().Create(t.Context(), newCM("after-the-shards")))
 		eventually(t, func() bool { return slices.Contains(names(t, labelled), "after-the-shards") })
 		assert.True(t, labelled.HasSynced())
@@ -296,15 +301,15 @@ func TestShardsServedFromWholeStore(t *testing.T) {
 		require.NoError(t, err)
 		_, err = r.CheckShardSelectors(t.Context(), whole.Key())
 		require.NoError(t, err)
-		lo, err := fxstore.For[*corev1.ConfigMap](r, spec(lower))
+		lo, err := fxstore.Hold[*corev1.ConfigMap](t.Context(), r, spec(lower))
 		require.NoError(t, err)
 		require.NoError(t, r.WaitForStore(t.Context(), lo.Key()))
 		infos := r.Stores()
 		require.Len(t, infos, 2)
 		require.NotNil(t, infos[1].ViewOf)
 		assert.Equal(t, whole.Key(), *infos[1].ViewOf)
-		assert.ElementsMatch(t, inShard(lower, objs), names(t, lo))
-		require.NoError(t, r.Drop(lo.Key()))
+		assert.ElementsMatch(t, inShard(lower, objs), names(t, lo.Store))
+		lo.Release()
 		require.Len(t, r.Stores(), 1, "the module's store stays")
 		n, err := whole.Count()
 		require.NoError(t, err)

@@ -1,0 +1,88 @@
+package fxstore
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fxkube/fxkube/internal/caller"
+)
+
+// Held is a store asked for with Hold: a Store its owner gives back.
+type Held[T client.Object] struct {
+	*Store[T]
+	release func()
+}
+
+// Release gives the hold back. Calling it again does nothing, and one
+// owner's release never ends another's hold.
+func (h *Held[T]) Release() { h.release() }
+
+// Hold asks for the store of T objects matching spec, as For does, for an
+// owner that gives it back: with Release, or by ending ctx. Use it for a
+// store asked for while the app runs; For's stores live as long as the
+// app.
+//
+// A store lives while a request holds it: a For, a Hold not released, or
+// a view of it. Once the last goes, its informer stops, its watch closes
+// and the registry forgets it. Its objects, and the parts they share, are
+// freed once no Held or Store value of it is left: drop them too.
+// Afterwards reads of it fail with ErrNotSynced, and asking for the spec
+// again makes a new store.
+func Hold[T client.Object](ctx context.Context, r *Registry, spec Spec, opts ...Option) (*Held[T], error) {
+	req := newRequest(opts)
+	if !req.named {
+		req.consumer = caller.Name(1)
+	}
+	e, release, err := r.hold(reflect.TypeFor[T](), spec, req)
+	if err != nil {
+		return nil, err
+	}
+	stop := context.AfterFunc(ctx, release)
+	return &Held[T]{Store: &Store[T]{e: e}, release: func() { stop(); release() }}, nil
+}
+
+// newRequest applies opts to a request.
+func newRequest(opts []Option) request {
+	var req request
+	for _, o := range opts {
+		o.applyTo(&req)
+	}
+	return req
+}
+
+// hold registers req for a store of typ objects matching spec and returns
+// the function that releases it, once.
+func (r *Registry) hold(typ reflect.Type, spec Spec, req request) (*entry, func(), error) {
+	if req.buckets != nil {
+		return nil, nil, fmt.Errorf("store requested by %s: a sharded store is fxshard's to hold; ask for it with fxshard.For", req.consumer)
+	}
+	e, err := r.register(typ, spec, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	return e, sync.OnceFunc(func() { r.release(e, req) }), nil
+}
+
+// release gives back req, a request for e: e stops once no request holds
+// it.
+func (r *Registry) release(e *entry, req request) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.entries[e.key] != e {
+		return // forgotten: it failed to start, or the registry stopped
+	}
+	if !req.indexOnly {
+		r.requests--
+		e.mu.Lock()
+		if i := slices.Index(e.consumers, req.consumer); i >= 0 {
+			e.consumers = slices.Delete(e.consumers, i, i+1)
+		}
+		e.mu.Unlock()
+	}
+	r.releaseLocked(e)
+}
