@@ -30,15 +30,12 @@ import (
 	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/fxstore/fxstoretest"
+	"github.com/fxkube/fxkube/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var scheme = clientgoscheme.Scheme
-
-func configMap(namespace, name string, labels map[string]string) *corev1.ConfigMap {
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels}}
-}
 
 func request(namespace, name string) reconcile.Request {
 	return reconcile.Request{NamespacedName: client.ObjectKey{Namespace: namespace, Name: name}}
@@ -244,7 +241,7 @@ func TestInfo(t *testing.T) {
 }
 
 func TestReconcilesPrimaryObjects(t *testing.T) {
-	e := newEnv(configMap("a", "old", nil), configMap("a", "ignored", map[string]string{"skip": "true"}))
+	e := newEnv(testenv.ConfigMap("a", "old"), testenv.ConfigMap("a", "ignored", testenv.Labels{"skip": "true"}))
 	calls := newCounter()
 	c, err := fxcontroller.New("primary", e.configMaps(t),
 		reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -257,10 +254,10 @@ func TestReconcilesPrimaryObjects(t *testing.T) {
 	e.start(t, c)
 
 	assert.Equal(t, request("a", "old"), <-calls.seen, "objects held when the controller starts are reconciled")
-	require.NoError(t, e.src.Client().Create(t.Context(), configMap("a", "new", nil)))
+	require.NoError(t, e.src.Client().Create(t.Context(), testenv.ConfigMap("a", "new")))
 	assert.Equal(t, request("a", "new"), <-calls.seen, "new objects are reconciled")
 
-	cm := configMap("a", "old", map[string]string{"changed": "yes"})
+	cm := testenv.ConfigMap("a", "old", testenv.Labels{"changed": "yes"})
 	require.NoError(t, e.src.Client().Patch(t.Context(), cm, client.Merge))
 	assert.Equal(t, request("a", "old"), <-calls.seen, "changed objects are reconciled")
 	assert.Zero(t, calls.count(request("a", "ignored")), "predicates filter the primary store")
@@ -287,8 +284,8 @@ func TestWatchesMapsSecondaryObjects(t *testing.T) {
 	e.start(t, c)
 	assert.Equal(t, request("a", "s"), <-calls.seen)
 
-	require.NoError(t, e.src.Client().Create(t.Context(), configMap("a", "filtered", nil)))
-	require.NoError(t, e.src.Client().Create(t.Context(), configMap("b", "t", nil)))
+	require.NoError(t, e.src.Client().Create(t.Context(), testenv.ConfigMap("a", "filtered")))
+	require.NoError(t, e.src.Client().Create(t.Context(), testenv.ConfigMap("b", "t")))
 	assert.Equal(t, request("b", "t"), <-calls.seen, "a secondary change enqueues the primary key it maps to")
 	assert.Zero(t, calls.count(request("a", "filtered")), "predicates filter the secondary store")
 }
@@ -311,7 +308,7 @@ func TestWatchesOwners(t *testing.T) {
 	e.start(t, c)
 	assert.Equal(t, request("a", "owner"), <-calls.seen)
 
-	owned := configMap("a", "owned", nil)
+	owned := testenv.ConfigMap("a", "owned")
 	owned.OwnerReferences = []metav1.OwnerReference{{
 		APIVersion: "v1", Kind: "Secret", Name: "owner", UID: "uid-1", Controller: new(true),
 	}}
@@ -320,7 +317,7 @@ func TestWatchesOwners(t *testing.T) {
 }
 
 func TestRequeueAfter(t *testing.T) {
-	e := newEnv(configMap("a", "x", nil))
+	e := newEnv(testenv.ConfigMap("a", "x"))
 	const after = 200 * time.Millisecond
 	calls := newCounter()
 	c, err := fxcontroller.New("requeue-after", e.configMaps(t),
@@ -341,7 +338,7 @@ func TestRequeueAfter(t *testing.T) {
 }
 
 func TestTerminalErrorsAreNotRetried(t *testing.T) {
-	e := newEnv(configMap("a", "terminal", nil), configMap("a", "transient", nil))
+	e := newEnv(testenv.ConfigMap("a", "terminal"), testenv.ConfigMap("a", "transient"))
 	calls := newCounter()
 	c, err := fxcontroller.New("terminal", e.configMaps(t),
 		reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -371,7 +368,7 @@ func TestTerminalErrorsAreNotRetried(t *testing.T) {
 }
 
 func TestPanicsAreRecovered(t *testing.T) {
-	e := newEnv(configMap("a", "x", nil))
+	e := newEnv(testenv.ConfigMap("a", "x"))
 	calls := newCounter()
 	c, err := fxcontroller.New("panics", e.configMaps(t),
 		reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -402,7 +399,7 @@ func TestMaxConcurrentReconciles(t *testing.T) {
 	const workers, objects = 3, 7
 	var objs []client.Object
 	for i := range objects {
-		objs = append(objs, configMap("a", string(rune('a'+i)), nil))
+		objs = append(objs, testenv.ConfigMap("a", string(rune('a'+i))))
 	}
 	e := newEnv(objs...)
 	var running, peak, done atomic.Int32
@@ -436,7 +433,7 @@ func TestMaxConcurrentReconciles(t *testing.T) {
 }
 
 func TestReconcileContextCarriesLogger(t *testing.T) {
-	e := newEnv(configMap("a", "x", nil))
+	e := newEnv(testenv.ConfigMap("a", "x"))
 	core, logs := observer.New(zapcore.InfoLevel)
 	logged := make(chan struct{})
 	var once sync.Once
@@ -467,7 +464,7 @@ func TestReconcileContextCarriesLogger(t *testing.T) {
 }
 
 func TestStopRemovesHandlers(t *testing.T) {
-	e := newEnv(configMap("a", "x", nil))
+	e := newEnv(testenv.ConfigMap("a", "x"))
 	cms := e.configMaps(t)
 	var evaluated atomic.Int32
 	reconciled := make(chan struct{}, 1)
@@ -503,7 +500,7 @@ func TestStopRemovesHandlers(t *testing.T) {
 	sub, err := cms.Subscribe(fxstore.HandlerFuncs[*corev1.ConfigMap]{UpdateFunc: func(_, _ *corev1.ConfigMap) { updated <- struct{}{} }})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, sub.Unsubscribe()) }()
-	require.NoError(t, e.src.Client().Patch(t.Context(), configMap("a", "x", map[string]string{"v": "2"}), client.Merge))
+	require.NoError(t, e.src.Client().Patch(t.Context(), testenv.ConfigMap("a", "x", testenv.Labels{"v": "2"}), client.Merge))
 	<-updated
 	time.Sleep(50 * time.Millisecond)
 	assert.Equal(t, int32(1), evaluated.Load())

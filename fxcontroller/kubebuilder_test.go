@@ -17,6 +17,7 @@ import (
 
 	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxcontroller/fxcontrollertest"
+	"github.com/fxkube/fxkube/internal/testenv"
 )
 
 // ConfigMapReconciler is written the way kubebuilder scaffolds a
@@ -56,7 +57,7 @@ func (r *ConfigMapReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 // TestKubebuilderReconciler runs the reconciler above unchanged: fed by a
 // shared store, writing through the client behind it.
 func TestKubebuilderReconciler(t *testing.T) {
-	e := newEnv(configMap("a", "settings", nil))
+	e := newEnv(testenv.ConfigMap("a", "settings"))
 	recorder := fxcontrollertest.NewRecorder(scheme)
 	c, err := fxcontroller.New("configmap", e.configMaps(t), &ConfigMapReconciler{
 		Client:   e.src.Client(),
@@ -74,7 +75,7 @@ func TestKubebuilderReconciler(t *testing.T) {
 		}
 	}
 	require.Eventually(t, annotated("settings"), 5*time.Second, 10*time.Millisecond, "objects present at start")
-	require.NoError(t, e.src.Client().Create(t.Context(), configMap("a", "new", nil)))
+	require.NoError(t, e.src.Client().Create(t.Context(), testenv.ConfigMap("a", "new")))
 	require.Eventually(t, annotated("new"), 5*time.Second, 10*time.Millisecond, "objects created later")
 
 	// Events are recorded after the patch.

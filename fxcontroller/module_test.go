@@ -27,6 +27,7 @@ import (
 
 	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/internal/testenv"
 )
 
 var noop = reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return reconcile.Result{}, nil })
@@ -214,7 +215,7 @@ func TestModule(t *testing.T) {
 		fx.Populate(&c, &recorders),
 	)
 	rec := recorders.GetEventRecorder("rollout")
-	cm := configMap("a", "x", nil)
+	cm := testenv.ConfigMap("a", "x")
 	rec.Eventf(cm, nil, corev1.EventTypeNormal, "Early", "Test", "dropped: not started")
 	requests, _ := server.seen()
 	assert.Empty(t, requests, "building the client and recorders does no I/O")

@@ -17,6 +17,7 @@ import (
 	"github.com/fxkube/fxkube/fxcontroller/fxcontrollertest"
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/fxstore/fxstoretest"
+	"github.com/fxkube/fxkube/internal/testenv"
 )
 
 // A reconcile in flight when the app stops finishes with a live context,
@@ -27,7 +28,7 @@ func TestReconcileInFlightFinishesOnStop(t *testing.T) {
 	var once sync.Once
 	result := make(chan error, 1)
 	app := fxtest.New(t,
-		fxstoretest.Module(configMap("a", "x", nil)),
+		fxstoretest.Module(testenv.ConfigMap("a", "x")),
 		fxcontrollertest.Module,
 		fxcontroller.Provide(func(r *fxstore.Registry) (*fxcontroller.Controller, error) {
 			cms, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/fxstore/fxstoretest"
+	"github.com/fxkube/fxkube/internal/testenv"
 )
 
 // benchStore returns a synced store of n ConfigMaps spread over 10
@@ -22,7 +23,7 @@ func benchStore(b *testing.B, n int) *fxstore.Store[*corev1.ConfigMap] {
 	b.Helper()
 	objs := make([]client.Object, n)
 	for i := range objs {
-		objs[i] = configMap(fmt.Sprintf("ns-%d", i%10), fmt.Sprintf("cm-%d", i), map[string]string{"i": fmt.Sprint(i / 10 % 2)}, nil)
+		objs[i] = testenv.ConfigMap(fmt.Sprintf("ns-%d", i%10), fmt.Sprintf("cm-%d", i), testenv.Labels{"i": fmt.Sprint(i / 10 % 2)})
 	}
 	r := fxstore.NewRegistry(clientgoscheme.Scheme)
 	s, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{})
@@ -70,7 +71,7 @@ func benchViewPair(b *testing.B, n int) (view, own *fxstore.Store[*corev1.Config
 	b.Helper()
 	objs := make([]client.Object, n)
 	for i := range objs {
-		objs[i] = configMap(fmt.Sprintf("ns-%d", i%10), fmt.Sprintf("cm-%d", i), map[string]string{"i": fmt.Sprint(i / 10 % 2)}, nil)
+		objs[i] = testenv.ConfigMap(fmt.Sprintf("ns-%d", i%10), fmt.Sprintf("cm-%d", i), testenv.Labels{"i": fmt.Sprint(i / 10 % 2)})
 	}
 	r := fxstore.NewRegistry(clientgoscheme.Scheme)
 	_, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{})
@@ -125,8 +126,8 @@ func metadataStores(b *testing.B, n int, meta string) (*fxstore.Registry, *fxsto
 	b.Helper()
 	objs := make([]client.Object, n)
 	for i := range objs {
-		objs[i] = configMap(fmt.Sprintf("ns-%d", i%10), fmt.Sprintf("cm-%d", i),
-			map[string]string{"app": "bench", "i": fmt.Sprint(i)}, map[string]string{"config": strings.Repeat("x", 256)})
+		objs[i] = testenv.ConfigMap(fmt.Sprintf("ns-%d", i%10), fmt.Sprintf("cm-%d", i),
+			testenv.Labels{"app": "bench", "i": fmt.Sprint(i)}, testenv.Data{"config": strings.Repeat("x", 256)})
 	}
 	r := fxstore.NewRegistry(clientgoscheme.Scheme)
 	_, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{})

@@ -88,7 +88,7 @@ func TestShardedStoreFollowsItsBuckets(t *testing.T) {
 	objs := make([]client.Object, 40)
 	var inLower, inUpper *corev1.ConfigMap
 	for i := range objs {
-		cm := configMap("a", fmt.Sprintf("cm-%d", i), nil, nil)
+		cm := testenv.ConfigMap("a", fmt.Sprintf("cm-%d", i))
 		cm.UID = uuid.NewUUID()
 		objs[i] = cm
 		if ok, _ := lower.Matches(cm); ok {
@@ -182,7 +182,7 @@ func TestShardedStoreHealthIsItsBuckets(t *testing.T) {
 	opt, buckets := hooks.Sharded(func(bucket int) string { return fmt.Sprintf("bucket %d", bucket) })
 	s, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{}, opt)
 	require.NoError(t, err)
-	src := fxstoretest.NewSource(clientgoscheme.Scheme, configMap("a", "x", nil, nil))
+	src := fxstoretest.NewSource(clientgoscheme.Scheme, testenv.ConfigMap("a", "x"))
 	require.NoError(t, r.Start(t.Context(), src))
 	t.Cleanup(r.Stop)
 	require.NoError(t, buckets.Acquire(0, lower))

@@ -71,8 +71,8 @@ func TestHeldAsBytes(t *testing.T) {
 	})
 	require.NoError(t, err)
 	src := fxstoretest.NewSource(clientgoscheme.Scheme,
-		configMap("a", "web", map[string]string{"app": "web"}, map[string]string{"k": "1"}),
-		configMap("b", "db", map[string]string{"app": "db"}, map[string]string{"k": "2"}),
+		testenv.ConfigMap("a", "web", testenv.Labels{"app": "web"}, testenv.Data{"k": "1"}),
+		testenv.ConfigMap("b", "db", testenv.Labels{"app": "db"}, testenv.Data{"k": "2"}),
 	)
 	fxstoretest.Start(t, r, src)
 
@@ -113,7 +113,7 @@ func TestHeldAsBytes(t *testing.T) {
 	a1 = a1.DeepCopy()
 	a1.Data["k"] = "3"
 	require.NoError(t, src.Client().Update(t.Context(), a1))
-	require.NoError(t, src.Client().Delete(t.Context(), configMap("b", "db", nil, nil)))
+	require.NoError(t, src.Client().Delete(t.Context(), testenv.ConfigMap("b", "db")))
 	require.Eventually(t, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -235,7 +235,7 @@ func TestHeldAsBytesListsBySelector(t *testing.T) {
 				l[k] = fmt.Sprint(rng.IntN(3))
 			}
 		}
-		objs = append(objs, configMap(fmt.Sprint("ns-", i%3), fmt.Sprint("cm-", i), l, map[string]string{"k": fmt.Sprint(i)}))
+		objs = append(objs, testenv.ConfigMap(fmt.Sprint("ns-", i%3), fmt.Sprint("cm-", i), testenv.Labels(l), testenv.Data{"k": fmt.Sprint(i)}))
 	}
 	fxstoretest.Start(t, r, fxstoretest.NewSource(clientgoscheme.Scheme, objs...))
 

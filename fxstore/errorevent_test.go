@@ -28,7 +28,7 @@ import (
 // accepts and ends again. It says why through a plain list, and recovers
 // once a watch delivers events again, with what was made meanwhile.
 func TestStoreFailsOnWatchErrorEvents(t *testing.T) {
-	src := newErrorEventSource(configMap("a", "before", nil, nil))
+	src := newErrorEventSource(testenv.ConfigMap("a", "before"))
 	webhookDown := errors.New(`conversion webhook for example.io/v1, Kind=Widget failed: Post "https://webhook.example:9443/convert": connect: connection refused`)
 	var diagnoses atomic.Int32
 	r := fxstore.NewRegistry(clientgoscheme.Scheme)
@@ -84,7 +84,7 @@ func TestStoreFailsOnWatchErrorEvents(t *testing.T) {
 	assert.Len(t, heard.All(), 1, "failing is heard once, not once per watch")
 	assert.Equal(t, int32(1), diagnoses.Load(), "diagnosed once per failure")
 
-	src.add(configMap("a", "meanwhile", nil, nil))
+	src.add(testenv.ConfigMap("a", "meanwhile"))
 	src.setFailing(nil)
 	require.Eventually(t, func() bool { return s.Err() == nil }, 10*time.Second, 10*time.Millisecond, "the store recovers")
 	// Recovered is when the source answers; its list reaches the store

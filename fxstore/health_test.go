@@ -28,7 +28,7 @@ func TestStoreHealth(t *testing.T) {
 	require.NoError(t, err)
 	inA, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{Namespace: "a"})
 	require.NoError(t, err)
-	src := fxstoretest.NewSource(clientgoscheme.Scheme, configMap("a", "x", nil, nil))
+	src := fxstoretest.NewSource(clientgoscheme.Scheme, testenv.ConfigMap("a", "x"))
 	fxstoretest.Start(t, r, src)
 	require.NotNil(t, r.Stores()[1].ViewOf, "the store of namespace a is a view")
 
@@ -103,7 +103,7 @@ func TestFailureThatDoesNotSayWhyIsDiagnosed(t *testing.T) {
 		r := fxstore.NewRegistry(clientgoscheme.Scheme)
 		s, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{})
 		require.NoError(t, err)
-		src := fxstoretest.NewSource(clientgoscheme.Scheme, configMap("a", "x", nil, nil))
+		src := fxstoretest.NewSource(clientgoscheme.Scheme, testenv.ConfigMap("a", "x"))
 		require.NoError(t, r.Start(t.Context(), fxstore.WithListCheck(src, check)))
 		t.Cleanup(r.Stop)
 		require.NoError(t, r.WaitForSync(t.Context()))

@@ -17,6 +17,7 @@ import (
 
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/fxstore/fxstoretest"
+	"github.com/fxkube/fxkube/internal/testenv"
 )
 
 func TestMetrics(t *testing.T) {
@@ -28,7 +29,7 @@ func TestMetrics(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(r))
 
-	src := fxstoretest.NewSource(clientgoscheme.Scheme, configMap("a", "x", nil, nil), configMap("a", "y", nil, nil), configMap("b", "z", nil, nil))
+	src := fxstoretest.NewSource(clientgoscheme.Scheme, testenv.ConfigMap("a", "x"), testenv.ConfigMap("a", "y"), testenv.ConfigMap("b", "z"))
 	fxstoretest.Start(t, r, src)
 
 	store := `ConfigMap/v1 (namespace "a")`

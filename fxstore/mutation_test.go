@@ -8,10 +8,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/fxstore/fxstoretest"
+	"github.com/fxkube/fxkube/internal/testenv"
 	"github.com/fxkube/fxkube/lifecycle"
 )
 
@@ -23,9 +23,7 @@ func TestStoppingTellsOfObjectsChangedInPlace(t *testing.T) {
 		var store *fxstore.Store[*corev1.ConfigMap]
 		app := fx.New(
 			fx.NopLogger,
-			fxstoretest.Module(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-				Namespace: "default", Name: "web", Labels: map[string]string{"app": "web"},
-			}}),
+			fxstoretest.Module(testenv.ConfigMap("default", "web", testenv.Labels{"app": "web"})),
 			fx.Invoke(func(r *fxstore.Registry) (err error) {
 				store, err = fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{})
 				return err

@@ -28,18 +28,12 @@ import (
 	"github.com/fxkube/fxkube/apiserver"
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/fxstore/fxstoretest"
+	"github.com/fxkube/fxkube/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var configMapKind = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
-
-func configMap(ns, name string, labels map[string]string, data map[string]string) *corev1.ConfigMap {
-	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
-		Data:       data,
-	}
-}
 
 func byApp(cm *corev1.ConfigMap) []string { return []string{cm.Labels["app"]} }
 
@@ -191,10 +185,10 @@ func TestStoreReads(t *testing.T) {
 	web, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{LabelSelector: "app in (web,api)"}, fxstore.WithIndex("app", byApp))
 	require.NoError(t, err)
 	src := fxstoretest.NewSource(clientgoscheme.Scheme,
-		configMap("a", "web", map[string]string{"app": "web"}, nil),
-		configMap("b", "web", map[string]string{"app": "web"}, nil),
-		configMap("b", "api", map[string]string{"app": "api", "tier": "back"}, nil),
-		configMap("b", "db", map[string]string{"app": "db"}, nil),
+		testenv.ConfigMap("a", "web", testenv.Labels{"app": "web"}),
+		testenv.ConfigMap("b", "web", testenv.Labels{"app": "web"}),
+		testenv.ConfigMap("b", "api", testenv.Labels{"app": "api", "tier": "back"}),
+		testenv.ConfigMap("b", "db", testenv.Labels{"app": "db"}),
 	)
 
 	release := src.HoldLists()
@@ -256,9 +250,9 @@ func TestStoreFollowsChanges(t *testing.T) {
 	ctx := t.Context()
 	c := src.Client()
 
-	cm := configMap("a", "x", map[string]string{"app": "web"}, map[string]string{"k": "1"})
+	cm := testenv.ConfigMap("a", "x", testenv.Labels{"app": "web"}, testenv.Data{"k": "1"})
 	require.NoError(t, c.Create(ctx, cm))
-	require.NoError(t, c.Create(ctx, configMap("b", "x", map[string]string{"app": "web"}, nil)))
+	require.NoError(t, c.Create(ctx, testenv.ConfigMap("b", "x", testenv.Labels{"app": "web"})))
 	eventually(t, func() bool { n, _ := web.Count(); m, _ := meta.Count(); return n == 1 && m == 2 })
 	got, err := meta.Get("b", "x")
 	require.NoError(t, err)
@@ -280,7 +274,7 @@ func TestSubscribe(t *testing.T) {
 	r := fxstore.NewRegistry(clientgoscheme.Scheme)
 	store, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{})
 	require.NoError(t, err)
-	src := fxstoretest.NewSource(clientgoscheme.Scheme, configMap("a", "one", nil, nil), configMap("a", "two", nil, nil))
+	src := fxstoretest.NewSource(clientgoscheme.Scheme, testenv.ConfigMap("a", "one"), testenv.ConfigMap("a", "two"))
 	fxstoretest.Start(t, r, src)
 
 	events := make(chan string, 10)
@@ -294,12 +288,12 @@ func TestSubscribe(t *testing.T) {
 	assert.True(t, sub.HasSynced())
 	assert.ElementsMatch(t, []string{"add one", "add two"}, []string{<-events, <-events}, "a late subscriber first gets the current contents")
 
-	require.NoError(t, src.Client().Delete(t.Context(), configMap("a", "one", nil, nil)))
+	require.NoError(t, src.Client().Delete(t.Context(), testenv.ConfigMap("a", "one")))
 	assert.Equal(t, "delete one", <-events)
 
 	require.NoError(t, sub.Unsubscribe())
 	require.NoError(t, sub.Unsubscribe(), "unsubscribing twice is fine")
-	require.NoError(t, src.Client().Create(t.Context(), configMap("a", "three", nil, nil)))
+	require.NoError(t, src.Client().Create(t.Context(), testenv.ConfigMap("a", "three")))
 	eventually(t, func() bool { n, _ := store.Count(); return n == 2 })
 	select {
 	case e := <-events:
@@ -372,7 +366,7 @@ func TestStartRejectsUnbindableStores(t *testing.T) {
 
 func TestForAfterStartStartsLate(t *testing.T) {
 	r := fxstore.NewRegistry(clientgoscheme.Scheme)
-	src := fxstoretest.NewSource(clientgoscheme.Scheme, configMap("a", "x", nil, nil))
+	src := fxstoretest.NewSource(clientgoscheme.Scheme, testenv.ConfigMap("a", "x"))
 	early, err := fxstore.For[*corev1.Secret](r, fxstore.Spec{})
 	require.NoError(t, err)
 	fxstoretest.Start(t, r, src)
@@ -434,7 +428,7 @@ func (f *failingFirst) Bind(ctx context.Context, key fxstore.Key) (fxstore.Bindi
 // A late store that could not start is tried again when waited for.
 func TestLateStoreIsRetriedWhenWaitedFor(t *testing.T) {
 	r := fxstore.NewRegistry(clientgoscheme.Scheme)
-	src := &failingFirst{Source: fxstoretest.NewSource(clientgoscheme.Scheme, configMap("a", "x", nil, nil)), failed: map[fxstore.Key]bool{}}
+	src := &failingFirst{Source: fxstoretest.NewSource(clientgoscheme.Scheme, testenv.ConfigMap("a", "x")), failed: map[fxstore.Key]bool{}}
 	require.NoError(t, r.Start(t.Context(), src))
 	t.Cleanup(r.Stop)
 	require.NoError(t, r.WaitForSync(t.Context()))
@@ -540,7 +534,7 @@ func TestStoreErrorClearsOnRecovery(t *testing.T) {
 	r := fxstore.NewRegistry(clientgoscheme.Scheme)
 	s, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{})
 	require.NoError(t, err)
-	src := &flakySource{Source: fxstoretest.NewSource(clientgoscheme.Scheme, configMap("ns", "a", nil, nil))}
+	src := &flakySource{Source: fxstoretest.NewSource(clientgoscheme.Scheme, testenv.ConfigMap("ns", "a"))}
 	src.fails.Store(1)
 	require.NoError(t, r.Start(t.Context(), src))
 	defer r.Stop()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/fxstore/fxstoretest"
+	"github.com/fxkube/fxkube/internal/testenv"
 )
 
 // The specs and indexes the property test below asks for: nested, so
@@ -86,7 +87,7 @@ func checkSeam(t *testing.T, seed uint64) {
 	churn := func(n int) {
 		for range n {
 			ns, name := []string{"a", "b", "c"}[rng.IntN(3)], fmt.Sprintf("cm-%d", rng.IntN(12))
-			cm := configMap(ns, name, map[string]string{"team": seamValues[rng.IntN(3)], "app": seamValues[rng.IntN(3)]}, nil)
+			cm := testenv.ConfigMap(ns, name, testenv.Labels{"team": seamValues[rng.IntN(3)], "app": seamValues[rng.IntN(3)]})
 			key := ns + "/" + name
 			switch {
 			case !objects[key]:

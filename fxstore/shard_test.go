@@ -98,7 +98,7 @@ func TestHeldStoreIsReleasedWithItsLastHold(t *testing.T) {
 	require.NoError(t, err)
 	objs := make([]client.Object, 20)
 	for i := range objs {
-		cm := configMap("a", fmt.Sprintf("cm-%d", i), nil, nil)
+		cm := testenv.ConfigMap("a", fmt.Sprintf("cm-%d", i))
 		cm.UID = uuid.NewUUID()
 		objs[i] = cm
 	}
@@ -131,7 +131,7 @@ func TestHeldStoreIsReleasedWithItsLastHold(t *testing.T) {
 	assert.Len(t, r.Stores(), 1, "the registry forgets it")
 	seen := len(events.get())
 	for i := range 10 {
-		cm := configMap("a", fmt.Sprintf("new-%d", i), nil, nil)
+		cm := testenv.ConfigMap("a", fmt.Sprintf("new-%d", i))
 		cm.UID = uuid.NewUUID()
 		require.NoError(t, src.Client().Create(t.Context(), cm))
 	}
@@ -156,7 +156,7 @@ func TestShardsServedFromWholeStore(t *testing.T) {
 	lower := sharding.NewSelector(shardRange(fxstore.ShardByUID, "0x0000000000000000", "0x8000000000000000"))
 	upper := sharding.NewSelector(shardRange(fxstore.ShardByUID, "0x8000000000000000", "0x10000000000000000"))
 	newCM := func(name string) *corev1.ConfigMap {
-		cm := configMap("a", name, map[string]string{"app": "x"}, nil)
+		cm := testenv.ConfigMap("a", name, testenv.Labels{"app": "x"})
 		cm.UID = uuid.NewUUID()
 		return cm
 	}
@@ -364,7 +364,7 @@ func TestShardsOfAWholeStoreThatCannotStart(t *testing.T) {
 	upper := sharding.NewSelector(shardRange(fxstore.ShardByUID, "0x8000000000000000", "0x10000000000000000"))
 	objs := make([]client.Object, 20)
 	for i := range objs {
-		cm := configMap("a", fmt.Sprintf("cm-%d", i), nil, nil)
+		cm := testenv.ConfigMap("a", fmt.Sprintf("cm-%d", i))
 		cm.UID = uuid.NewUUID()
 		objs[i] = cm
 	}

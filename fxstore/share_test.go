@@ -15,6 +15,7 @@ import (
 
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/fxstore/fxstoretest"
+	"github.com/fxkube/fxkube/internal/testenv"
 )
 
 // A store's objects share the parts they repeat; with WithoutSharing, a
@@ -27,8 +28,8 @@ func TestStoresShareWhatObjectsRepeat(t *testing.T) {
 	require.NoError(t, err)
 	data := map[string]string{"config.yaml": "replicas: 3\n"}
 	fxstoretest.Start(t, r, fxstoretest.NewSource(clientgoscheme.Scheme,
-		configMap("a", "web", map[string]string{"app": "web"}, data),
-		configMap("b", "web", map[string]string{"app": "web"}, data),
+		testenv.ConfigMap("a", "web", testenv.Labels{"app": "web"}, testenv.Data(data)),
+		testenv.ConfigMap("b", "web", testenv.Labels{"app": "web"}, testenv.Data(data)),
 	))
 
 	n, views := informers(r)
@@ -64,7 +65,7 @@ func TestStoreBytes(t *testing.T) {
 	var objs []client.Object
 	for i := range 50 {
 		data := map[string]string{"config.yaml": strings.Repeat("replicas: 3\n", 100)}
-		objs = append(objs, configMap("a", fmt.Sprintf("web-%d", i), map[string]string{"app": "web"}, data))
+		objs = append(objs, testenv.ConfigMap("a", fmt.Sprintf("web-%d", i), testenv.Labels{"app": "web"}, testenv.Data(data)))
 	}
 	fxstoretest.Start(t, r, fxstoretest.NewSource(clientgoscheme.Scheme, objs...))
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/fxstore/fxstoretest"
+	"github.com/fxkube/fxkube/internal/testenv"
 )
 
 // informers returns how many of r's stores run an informer, and the views
@@ -63,10 +64,10 @@ func TestNarrowStoresAreViewsOfTheBroadest(t *testing.T) {
 	require.NoError(t, err)
 
 	src := fxstoretest.NewSource(clientgoscheme.Scheme,
-		configMap("a", "x", map[string]string{"tier": "front", "app": "web"}, nil),
-		configMap("a", "y", map[string]string{"tier": "back"}, nil),
-		configMap("b", "x", map[string]string{"tier": "front", "app": "db"}, nil),
-		configMap("b", "z", nil, nil),
+		testenv.ConfigMap("a", "x", testenv.Labels{"tier": "front", "app": "web"}),
+		testenv.ConfigMap("a", "y", testenv.Labels{"tier": "back"}),
+		testenv.ConfigMap("b", "x", testenv.Labels{"tier": "front", "app": "db"}),
+		testenv.ConfigMap("b", "z"),
 	)
 	fxstoretest.Start(t, r, src)
 
@@ -159,7 +160,7 @@ func TestViewSubscribersSeeWhatTheirSpecSelects(t *testing.T) {
 	require.NoError(t, err)
 	_, err = fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{})
 	require.NoError(t, err)
-	src := fxstoretest.NewSource(clientgoscheme.Scheme, configMap("a", "x", map[string]string{"tier": "front"}, nil))
+	src := fxstoretest.NewSource(clientgoscheme.Scheme, testenv.ConfigMap("a", "x", testenv.Labels{"tier": "front"}))
 	fxstoretest.Start(t, r, src)
 	_, views := informers(r)
 	require.Contains(t, views, front.Key().String())
@@ -177,11 +178,11 @@ func TestViewSubscribersSeeWhatTheirSpecSelects(t *testing.T) {
 	ctx := context.Background()
 	c := src.Client()
 	update := func(name string, change func(*corev1.ConfigMap)) { updateConfigMap(t, c, "a", name, change) }
-	require.NoError(t, c.Create(ctx, configMap("a", "outside", map[string]string{"tier": "back"}, nil)))
+	require.NoError(t, c.Create(ctx, testenv.ConfigMap("a", "outside", testenv.Labels{"tier": "back"})))
 	update("x", func(cm *corev1.ConfigMap) { cm.Data = map[string]string{"v": "2"} })
 	update("outside", func(cm *corev1.ConfigMap) { cm.Labels["tier"] = "front" })
 	update("x", func(cm *corev1.ConfigMap) { cm.Labels["tier"] = "back" })
-	require.NoError(t, c.Delete(ctx, configMap("a", "outside", nil, nil)))
+	require.NoError(t, c.Delete(ctx, testenv.ConfigMap("a", "outside")))
 
 	want := []string{"add x front", "update x 2", "add outside front", "delete x front", "delete outside front"}
 	eventually(t, func() bool { return len(got.get()) >= len(want) })
@@ -212,8 +213,8 @@ func TestLateStoresBecomeViews(t *testing.T) {
 	_, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{})
 	require.NoError(t, err)
 	src := fxstoretest.NewSource(clientgoscheme.Scheme,
-		configMap("a", "x", map[string]string{"tier": "front"}, nil),
-		configMap("a", "y", nil, nil))
+		testenv.ConfigMap("a", "x", testenv.Labels{"tier": "front"}),
+		testenv.ConfigMap("a", "y"))
 	fxstoretest.Start(t, r, src)
 	require.NoError(t, r.WaitForSync(t.Context()))
 
@@ -246,9 +247,9 @@ func TestMetadataOnlyStoresAreViewsOfTyped(t *testing.T) {
 	require.NoError(t, err)
 
 	src := fxstoretest.NewSource(clientgoscheme.Scheme,
-		configMap("a", "x", map[string]string{"tier": "front", "app": "web"}, map[string]string{"big": "data"}),
-		configMap("a", "y", map[string]string{"tier": "back"}, nil),
-		configMap("b", "x", map[string]string{"tier": "front", "app": "db"}, nil),
+		testenv.ConfigMap("a", "x", testenv.Labels{"tier": "front", "app": "web"}, testenv.Data{"big": "data"}),
+		testenv.ConfigMap("a", "y", testenv.Labels{"tier": "back"}),
+		testenv.ConfigMap("b", "x", testenv.Labels{"tier": "front", "app": "db"}),
 	)
 	fxstoretest.Start(t, r, src)
 	n, views := informers(r)
@@ -288,8 +289,8 @@ func TestMetadataOnlyViewIndexesAndEvents(t *testing.T) {
 		fxstore.WithIndex("app", byAppMeta))
 	require.NoError(t, err)
 	src := fxstoretest.NewSource(clientgoscheme.Scheme,
-		configMap("a", "x", map[string]string{"tier": "front", "app": "web"}, nil),
-		configMap("a", "y", map[string]string{"tier": "back", "app": "web"}, nil))
+		testenv.ConfigMap("a", "x", testenv.Labels{"tier": "front", "app": "web"}),
+		testenv.ConfigMap("a", "y", testenv.Labels{"tier": "back", "app": "web"}))
 	fxstoretest.Start(t, r, src)
 	_, views := informers(r)
 	require.Contains(t, views, front.Key().String(), "an index of the same name on the typed store does not stand in the way")
@@ -318,7 +319,7 @@ func TestMetadataOnlyViewIndexesAndEvents(t *testing.T) {
 	update("x", func(cm *corev1.ConfigMap) { cm.Annotations = map[string]string{"v": "2"} })
 	update("y", func(cm *corev1.ConfigMap) { cm.Labels["tier"] = "front" })
 	update("x", func(cm *corev1.ConfigMap) { cm.Labels["tier"] = "back" })
-	require.NoError(t, c.Delete(ctx, configMap("a", "y", nil, nil)))
+	require.NoError(t, c.Delete(ctx, testenv.ConfigMap("a", "y")))
 
 	want := []string{"add x ConfigMap", "update x 2", "add y ConfigMap", "delete x front", "delete y front"}
 	eventually(t, func() bool { return len(got.get()) >= len(want) })
@@ -342,11 +343,11 @@ func TestViewsByNamespaceOnlyAddNoIndex(t *testing.T) {
 	require.NoError(t, err)
 
 	src := fxstoretest.NewSource(clientgoscheme.Scheme,
-		configMap("a", "x", map[string]string{"app": "web", "tier": "front"}, nil),
-		configMap("a", "y", map[string]string{"app": "web"}, nil),
-		configMap("b", "x", map[string]string{"app": "web"}, nil),
-		configMap("b", "y", map[string]string{"app": "db"}, nil),
-		configMap("c", "z", map[string]string{"app": "web"}, nil),
+		testenv.ConfigMap("a", "x", testenv.Labels{"app": "web", "tier": "front"}),
+		testenv.ConfigMap("a", "y", testenv.Labels{"app": "web"}),
+		testenv.ConfigMap("b", "x", testenv.Labels{"app": "web"}),
+		testenv.ConfigMap("b", "y", testenv.Labels{"app": "db"}),
+		testenv.ConfigMap("c", "z", testenv.Labels{"app": "web"}),
 	)
 	fxstoretest.Start(t, r, src)
 	n, views := informers(r)
@@ -414,8 +415,8 @@ func TestViewsByNamespaceOnlyAddNoIndex(t *testing.T) {
 
 	ctx := context.Background()
 	c := src.Client()
-	require.NoError(t, c.Create(ctx, configMap("b", "new", map[string]string{"app": "web"}, nil)))
-	require.NoError(t, c.Delete(ctx, configMap("a", "y", nil, nil)))
+	require.NoError(t, c.Create(ctx, testenv.ConfigMap("b", "new", testenv.Labels{"app": "web"})))
+	require.NoError(t, c.Delete(ctx, testenv.ConfigMap("a", "y")))
 	eventually(t, func() bool {
 		n, err := webMetaInB.Count()
 		return err == nil && n == 2

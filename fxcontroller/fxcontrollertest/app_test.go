@@ -25,6 +25,7 @@ import (
 	"github.com/fxkube/fxkube/fxcontroller/fxcontrollertest"
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/fxstore/fxstoretest"
+	"github.com/fxkube/fxkube/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -75,10 +76,6 @@ func newCounter(stores *fxstore.Registry, c client.Client, events fxcontroller.R
 		fxcontroller.Writes(corev1.Resource("configmaps"), "update"))
 }
 
-func configMap(name string, data map[string]string) *corev1.ConfigMap {
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Data: data}
-}
-
 func TestReconcileTable(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -90,16 +87,14 @@ func TestReconcileTable(t *testing.T) {
 	}{
 		{
 			name:       "annotates",
-			give:       []client.Object{configMap("a", map[string]string{"x": "1", "y": "2"})},
+			give:       []client.Object{testenv.ConfigMap("default", "a", testenv.Data{"x": "1", "y": "2"})},
 			key:        "a",
 			wantKeys:   "2",
 			wantEvents: []string{"Normal Counted ConfigMap default/a: 2 keys"},
 		},
 		{
-			name: "already annotated",
-			give: []client.Object{&corev1.ConfigMap{
-				ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "a", Annotations: map[string]string{keysAnnotation: "0"}},
-			}},
+			name:     "already annotated",
+			give:     []client.Object{testenv.ConfigMap("default", "a", testenv.Annotations{keysAnnotation: "0"})},
 			key:      "a",
 			wantKeys: "0",
 		},
@@ -109,7 +104,7 @@ func TestReconcileTable(t *testing.T) {
 		},
 		{
 			name:    "invalid",
-			give:    []client.Object{configMap("a", map[string]string{"invalid": "yes"})},
+			give:    []client.Object{testenv.ConfigMap("default", "a", testenv.Data{"invalid": "yes"})},
 			key:     "a",
 			wantErr: "terminal error: invalid key",
 		},
@@ -143,7 +138,7 @@ func TestReconcileTable(t *testing.T) {
 }
 
 func TestStoresSeeWrites(t *testing.T) {
-	app := fxcontrollertest.New(t, counterModule, configMap("a", map[string]string{"x": "1"}))
+	app := fxcontrollertest.New(t, counterModule, testenv.ConfigMap("default", "a", testenv.Data{"x": "1"}))
 	key := client.ObjectKey{Namespace: "default", Name: "a"}
 	_, err := app.Reconcile(t.Context(), "counter", key)
 	require.NoError(t, err)
@@ -163,9 +158,9 @@ func TestStoresSeeWrites(t *testing.T) {
 
 func TestRecorder(t *testing.T) {
 	rec := fxcontrollertest.NewRecorder(clientgoscheme.Scheme)
-	cm := configMap("a", nil)
+	cm := testenv.ConfigMap("default", "a")
 	cm.UID = "uid-a"
-	related := configMap("b", nil)
+	related := testenv.ConfigMap("default", "b")
 	rec.GetEventRecorder("x").Eventf(cm, related, corev1.EventTypeWarning, "Failed", "Sync", "%d of %d", 1, 2)
 	rec.GetEventRecorder("y").AnnotatedEventf(cm, nil, map[string]string{"k": "v"}, corev1.EventTypeNormal, "Synced", "Sync", "done")
 
@@ -218,7 +213,7 @@ func TestModuleRunsControllers(t *testing.T) {
 
 	want := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(owner)}
 	assert.Equal(t, want, <-reconciled)
-	owned := configMap("owned", nil)
+	owned := testenv.ConfigMap("default", "owned")
 	owned.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Secret", Name: "owner", UID: "uid-1", Controller: new(true)}}
 	require.NoError(t, src.Client().Create(t.Context(), owned))
 	select {

@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	fcache "k8s.io/client-go/tools/cache/testing"
+
+	"github.com/fxkube/fxkube/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -25,15 +27,11 @@ const wait = 5 * time.Second
 // configMap returns a ConfigMap labelled app=app (none when app is empty)
 // whose annotation v tells its versions apart in recorded events.
 func configMap(ns, name, app, v string) *corev1.ConfigMap {
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-		Namespace:   ns,
-		Name:        name,
-		Annotations: map[string]string{"v": v},
-	}}
+	opts := []testenv.ConfigMapOption{testenv.Annotations{"v": v}}
 	if app != "" {
-		cm.Labels = map[string]string{"app": app}
+		opts = append(opts, testenv.Labels{"app": app})
 	}
-	return cm
+	return testenv.ConfigMap(ns, name, opts...)
 }
 
 // describe names obj in recorded events and reads: "ns/name v=1", "meta

@@ -33,4 +33,10 @@
 // KUBEBUILDER_CONTROLPLANE_STOP_TIMEOUT bound each process's start and stop
 // (here both default to one minute, as a cold start under -race on a small
 // machine can exceed envtest's 20 seconds).
+//
+// # Shared helpers
+//
+// What the tests of many packages build alike is written here once:
+//
+//   - [ConfigMap], a ConfigMap with the labels, annotations and data given.
 package testenv

@@ -20,6 +20,7 @@ import (
 
 	"github.com/fxkube/fxkube/fxcontroller/fxcontrollertest"
 	"github.com/fxkube/fxkube/fxstore/fxstoretest"
+	"github.com/fxkube/fxkube/internal/testenv"
 	"github.com/fxkube/fxkube/modules/mirror"
 )
 
@@ -78,7 +79,7 @@ func immutable(o client.Object) {
 
 // configMap is the ConfigMap namespace/settings with data "k=v,...".
 func configMap(namespace, data string, opts ...option) *corev1.ConfigMap {
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "settings"}, Data: parse(data)}
+	cm := testenv.ConfigMap(namespace, "settings", testenv.Data(parse(data)))
 	for _, o := range opts {
 		o(cm)
 	}

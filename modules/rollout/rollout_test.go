@@ -21,6 +21,7 @@ import (
 	"github.com/fxkube/fxkube/fxcontroller/fxcontrollertest"
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/fxstore/fxstoretest"
+	"github.com/fxkube/fxkube/internal/testenv"
 	"github.com/fxkube/fxkube/modules/rollout"
 )
 
@@ -39,10 +40,6 @@ func deployment(name string, annotations map[string]string, spec corev1.PodSpec)
 			},
 		},
 	}
-}
-
-func configMap(name string, data map[string]string) *corev1.ConfigMap {
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data}
 }
 
 func secret(name string, data map[string]string) *corev1.Secret {
@@ -64,13 +61,13 @@ var (
 	hashPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 	// The objects the table's Deployments refer to, and changed versions.
-	settings        = configMap("settings", map[string]string{"greeting": "hello"})
-	settingsChanged = configMap("settings", map[string]string{"greeting": "hi"})
+	settings        = testenv.ConfigMap(ns, "settings", testenv.Data{"greeting": "hello"})
+	settingsChanged = testenv.ConfigMap(ns, "settings", testenv.Data{"greeting": "hi"})
 	creds           = secret("creds", map[string]string{"password": "s3cret"})
 	credsChanged    = secret("creds", map[string]string{"password": "rotated"})
-	other           = configMap("other", map[string]string{"x": "1"})
-	otherChanged    = configMap("other", map[string]string{"x": "2"})
-	missing         = configMap("missing", map[string]string{"now": "here"})
+	other           = testenv.ConfigMap(ns, "other", testenv.Data{"x": "1"})
+	otherChanged    = testenv.ConfigMap(ns, "other", testenv.Data{"x": "2"})
+	missing         = testenv.ConfigMap(ns, "missing", testenv.Data{"now": "here"})
 
 	envFromSettings = containers(nil, corev1.EnvFromSource{
 		ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}},
