@@ -74,6 +74,7 @@ func ExampleHold() {
 	defer r.Stop()
 
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	held, err := fxstore.Hold[*corev1.ConfigMap](ctx, r, fxstore.Spec{Namespace: "default"})
 	if err != nil {
 		fmt.Println(err)
