@@ -22,7 +22,6 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -287,7 +286,7 @@ type replica struct {
 func newGroup(t *testing.T) *group {
 	kube, err := kubernetes.NewForConfig(testenv.Config(t))
 	require.NoError(t, err)
-	g := &group{t: t, ns: newNamespace(t, kube), kube: kube, rec: &recorder{t: t}}
+	g := &group{t: t, ns: testenv.Namespace(t, kube, "fxshard", testenv.DeleteAtEnd), kube: kube, rec: &recorder{t: t}}
 	t.Cleanup(g.stopAll)
 	return g
 }
@@ -540,16 +539,4 @@ func (b *cutBody) Read(p []byte) (int, error) {
 		return 0, errPartitioned
 	}
 	return b.ReadCloser.Read(p)
-}
-
-// newNamespace creates a namespace for the test's Leases, deleted when the
-// test ends.
-func newNamespace(t *testing.T, kube kubernetes.Interface) string {
-	t.Helper()
-	ns, err := kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "fxshard-"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		assert.NoError(t, kube.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{}))
-	})
-	return ns.Name
 }

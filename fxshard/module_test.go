@@ -27,7 +27,7 @@ import (
 func TestReadinessWaitsForTheGroup(t *testing.T) {
 	kube, err := kubernetes.NewForConfig(testenv.Config(t))
 	require.NoError(t, err)
-	ns := newNamespace(t, kube)
+	ns := testenv.Namespace(t, kube, "fxshard", testenv.DeleteAtEnd)
 	newShards := func(reg *fxstore.Registry) *Shards {
 		s, err := NewShards(reg, kube, Config{Namespace: ns, Name: "app", Identity: "only",
 			LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod})

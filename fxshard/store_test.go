@@ -99,11 +99,7 @@ func TestShardsRunWhereShardSelectorsAreIgnored(t *testing.T) {
 	cfg.QPS = -1
 	kube, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
-	ns, err := kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "fxshard-"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		assert.NoError(t, kube.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{}))
-	})
+	ns := testenv.Namespace(t, kube, "fxshard", testenv.DeleteAtEnd)
 
 	objs := make([]client.Object, 50)
 	for i := range objs {
@@ -112,7 +108,7 @@ func TestShardsRunWhereShardSelectorsAreIgnored(t *testing.T) {
 	src := fxstoretest.NewSource(clientgoscheme.Scheme, objs...)
 	src.IgnoreShardSelectors()
 	reg := fxstore.NewRegistry(clientgoscheme.Scheme)
-	shards, err := fxshard.NewShards(reg, kube, fxshard.Config{Namespace: ns.Name, Name: "app", Identity: "only",
+	shards, err := fxshard.NewShards(reg, kube, fxshard.Config{Namespace: ns, Name: "app", Identity: "only",
 		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond})
 	require.NoError(t, err)
 	byParity := fxstore.WithIndex("parity", func(cm *corev1.ConfigMap) []string {

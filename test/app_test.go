@@ -40,7 +40,7 @@ import (
 func TestRBACFromTheGraphIsEnough(t *testing.T) {
 	kube, err := kubernetes.NewForConfig(testenv.Config(t))
 	require.NoError(t, err)
-	ns := newNamespace(t.Context(), t, kube)
+	ns := testenv.Namespace(t, kube, "test")
 	k := newKubectl(t)
 	var out bytes.Buffer
 	cmd := app.Command("fxkube", rollout.Module, mirror.Module)
@@ -53,7 +53,7 @@ func TestRBACFromTheGraphIsEnough(t *testing.T) {
 	user := testenv.User(t, serviceAccount, "system:serviceaccounts", "system:serviceaccounts:"+ns)
 	running := newApp(t, user, lifecycle.Config{}, fxcontroller.Module, rollout.Module, mirror.Module)
 	running.RequireStart()
-	source, target := newNamespace(t.Context(), t, kube), newNamespace(t.Context(), t, kube)
+	source, target := testenv.Namespace(t, kube, "test"), testenv.Namespace(t, kube, "test")
 	k.run(mirrorSourceYAML("ConfigMap", source, target, "data: {color: blue}"), "apply", "-f", "-")
 	k.eventually(`{"color":"blue"}`, "get", "configmap", "settings", "-n", target, "--ignore-not-found", "-o", "jsonpath={.data}")
 	running.RequireStop()
@@ -171,7 +171,7 @@ func TestSIGTERMWhileStartingStopsTheApp(t *testing.T) {
 func TestRunOutsideAClusterTakesTheKubeconfigNamespace(t *testing.T) {
 	kube, err := kubernetes.NewForConfig(testenv.Config(t))
 	require.NoError(t, err)
-	ns := newNamespace(t.Context(), t, kube)
+	ns := testenv.Namespace(t, kube, "test")
 	kubeconfig, err := clientcmd.LoadFromFile(testenv.KubeconfigPath(t))
 	require.NoError(t, err)
 	kubeconfig.Contexts[kubeconfig.CurrentContext].Namespace = ns

@@ -84,7 +84,7 @@ func newConformanceFixture(t *testing.T) *conformanceFixture {
 		f.inServer[symbolic], f.symbolic[inServer] = inServer, symbolic
 	}
 	for _, ns := range []string{"a", "b", "c"} {
-		add(ns, newNamespace(ctx, t, kube))
+		add(ns, testenv.Namespace(t, kube, "test"))
 	}
 	add("role", "conformance-"+f.inServer["a"])
 	_, err = kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{

@@ -26,7 +26,7 @@ func TestConfigMapLifecycle(t *testing.T) {
 	defer cancel()
 	cs, err := kubernetes.NewForConfig(testenv.Config(t))
 	require.NoError(t, err)
-	ns := newNamespace(ctx, t, cs)
+	ns := testenv.Namespace(t, cs, "test")
 	cms := cs.CoreV1().ConfigMaps(ns)
 	selector := metav1.ListOptions{LabelSelector: "test=configmap-lifecycle"}
 
@@ -115,16 +115,6 @@ func TestMetrics(t *testing.T) {
 	body, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	require.NoError(t, err)
 	assert.Contains(t, string(body), "apiserver_request_total{")
-}
-
-// newNamespace creates a namespace of its own for the calling test.
-func newNamespace(ctx context.Context, t *testing.T, cs kubernetes.Interface) string {
-	t.Helper()
-	ns, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "test-"},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	return ns.Name
 }
 
 func stderr(err error) []byte {

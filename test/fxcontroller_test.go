@@ -101,7 +101,7 @@ func TestControllersShareStores(t *testing.T) {
 	ctx := t.Context()
 	kube, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
-	ns := newNamespace(ctx, t, kube)
+	ns := testenv.Namespace(t, kube, "test")
 	cms := kube.CoreV1().ConfigMaps(ns)
 	_, err = cms.Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "settings"}, Data: map[string]string{"version": "1"},

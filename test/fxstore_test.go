@@ -52,7 +52,7 @@ func TestStoresAreSharedBySpec(t *testing.T) {
 	ctx := t.Context()
 	kube, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
-	ns := newNamespace(ctx, t, kube)
+	ns := testenv.Namespace(t, kube, "test")
 	create := func(name string, labels map[string]string) {
 		t.Helper()
 		_, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
@@ -162,7 +162,7 @@ func TestReceivedCountsEachObjectOnce(t *testing.T) {
 	ctx := t.Context()
 	kube, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
-	ns := newNamespace(ctx, t, kube)
+	ns := testenv.Namespace(t, kube, "test")
 	const n = 25
 	for i := range n {
 		_, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
@@ -219,7 +219,7 @@ func TestReceivedCountsEachObjectOnce(t *testing.T) {
 func TestListerWatcherListsInPages(t *testing.T) {
 	kube, err := kubernetes.NewForConfig(testenv.Config(t))
 	require.NoError(t, err)
-	ns := newNamespace(t.Context(), t, kube)
+	ns := testenv.Namespace(t, kube, "test")
 	for i := range 5 {
 		_, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i)}}, metav1.CreateOptions{})
 		require.NoError(t, err)

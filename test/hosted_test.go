@@ -81,7 +81,7 @@ func TestHostedOperatorsShareStoresWithNativeModules(t *testing.T) {
 	cfg := testenv.Config(t)
 	kube, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
-	ns := newNamespace(t.Context(), t, kube)
+	ns := testenv.Namespace(t, kube, "test")
 
 	a, b := &countingReconciler{seen: map[string]int{}}, &countingReconciler{seen: map[string]int{}}
 	var (
@@ -171,7 +171,7 @@ func TestKindFirstReadAfterStartStartsLate(t *testing.T) {
 	require.NoError(t, err)
 
 	t.Run("allowed", func(t *testing.T) {
-		ns := newNamespace(t.Context(), t, kube)
+		ns := testenv.Namespace(t, kube, "test")
 		_, err := kube.CoreV1().ServiceAccounts(ns).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
 		if !apierrors.IsAlreadyExists(err) {
 			require.NoError(t, err)
@@ -210,7 +210,7 @@ func TestKindFirstReadAfterStartStartsLate(t *testing.T) {
 	})
 
 	t.Run("forbidden", func(t *testing.T) {
-		ns := newNamespace(t.Context(), t, kube)
+		ns := testenv.Namespace(t, kube, "test")
 		user := grantConfigMapsOnly(t, kube, "carol")
 		r := &lateReader{namespace: ns}
 		fxApp := newApp(t, user, lifecycle.Config{}, fxcontroller.Module, hostLateReader(r))

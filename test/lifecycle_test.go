@@ -214,7 +214,7 @@ func TestStartFailsAtOnceWhenForbidden(t *testing.T) {
 	admin := testenv.Config(t)
 	kube, err := kubernetes.NewForConfig(admin)
 	require.NoError(t, err)
-	ns := newNamespace(t.Context(), t, kube)
+	ns := testenv.Namespace(t, kube, "test")
 	// alice may read Secrets in ns, and nothing else.
 	_, err = kube.RbacV1().Roles(ns).Create(t.Context(), &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: "alice"},
@@ -267,7 +267,7 @@ func TestControllersNeverSeeUnsyncedStores(t *testing.T) {
 	admin := testenv.Config(t)
 	kube, err := kubernetes.NewForConfig(admin)
 	require.NoError(t, err)
-	ns := newNamespace(t.Context(), t, kube)
+	ns := testenv.Namespace(t, kube, "test")
 	for i := range 200 {
 		_, err := kube.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s-%03d", i)},

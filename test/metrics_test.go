@@ -56,7 +56,7 @@ func scrape(t *testing.T, addr, token string) (int, string) {
 func TestSecureMetricsAskTheAPIServer(t *testing.T) {
 	admin, err := kubernetes.NewForConfig(testenv.Config(t))
 	require.NoError(t, err)
-	ns := newNamespace(t.Context(), t, admin)
+	ns := testenv.Namespace(t, admin, "test")
 	addr := testenv.LoopbackAddr(t)
 	var out bytes.Buffer
 	cmd := app.Command("fxkube-metrics", configMapsModule)

@@ -27,7 +27,7 @@ func TestRequestsAfterStartGoThroughTheBacking(t *testing.T) {
 	ctx := t.Context()
 	kube, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
-	ns := newNamespace(ctx, t, kube)
+	ns := testenv.Namespace(t, kube, "test")
 	for name, labels := range map[string]map[string]string{
 		"web-1": {"team": "a", "app": "x"},
 		"web-2": {"team": "b", "app": "x"},

@@ -39,4 +39,5 @@
 // What the tests of many packages build alike is written here once:
 //
 //   - [ConfigMap], a ConfigMap with the labels, annotations and data given.
+//   - [Namespace], a namespace of its own for a test.
 package testenv

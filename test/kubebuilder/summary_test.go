@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fxkube/fxkube/internal/testenv"
@@ -20,9 +21,11 @@ import (
 // a cache that started only after the start (the cache never started).
 func TestOperatorWithCachesOfItsOwn(t *testing.T) {
 	c := newClient(t)
+	kube, err := kubernetes.NewForConfig(testenv.Config(t))
+	require.NoError(t, err)
 	for _, p := range platforms {
 		t.Run(p.name, func(t *testing.T) {
-			ns := newNamespace(t, c, p.name)
+			ns := testenv.Namespace(t, kube, p.name)
 			// Made before the operator starts: its caches list them.
 			create(t, c, &corev1.Secret{
 				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "early", Labels: map[string]string{summary.OfLabel: "bundle"}},

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -40,6 +41,8 @@ var operatorTests = []struct {
 func TestTaskOperator(t *testing.T) {
 	installCRDs(t)
 	c := newClient(t)
+	kube, err := kubernetes.NewForConfig(testenv.Config(t))
+	require.NoError(t, err)
 	for _, p := range platforms {
 		// t.Run returns once the parallel tests in it are done and the
 		// platform's cleanup has stopped it: no two platforms run at once.
@@ -48,7 +51,7 @@ func TestTaskOperator(t *testing.T) {
 			for _, tt := range operatorTests {
 				t.Run(tt.name, func(t *testing.T) {
 					t.Parallel()
-					tt.run(t, c, newNamespace(t, c, p.name))
+					tt.run(t, c, testenv.Namespace(t, kube, p.name))
 				})
 			}
 		})
@@ -160,16 +163,6 @@ func testRecordsEvents(t *testing.T, c client.Client, ns string) {
 		}
 		assert.ElementsMatch(ct, []string{"task-0", "task-1"}, created, "the Jobs named by the Task's Created events")
 	}, timeout, tick)
-}
-
-// newNamespace creates a namespace for one test on platform p. Its name is
-// generated, so that a rerun (-count) starts afresh: nothing here would
-// finish deleting a namespace, as no namespace controller runs.
-func newNamespace(t *testing.T, c client.Client, p string) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: p + "-"}}
-	require.NoError(t, c.Create(t.Context(), ns))
-	return ns.Name
 }
 
 // createTask creates the Task "task" in ns. When the test ends it deletes
