@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -51,7 +52,7 @@ func TestRBACFromTheGraphIsEnough(t *testing.T) {
 
 	serviceAccount := "system:serviceaccount:" + ns + ":fxkube"
 	user := testenv.User(t, serviceAccount, "system:serviceaccounts", "system:serviceaccounts:"+ns)
-	running := newApp(t, user, lifecycle.Config{}, fxcontroller.Module, rollout.Module, mirror.Module)
+	running := testenv.App(t, user, lifecycle.Config{}, zaptest.NewLogger(t), fxcontroller.Module, rollout.Module, mirror.Module)
 	running.RequireStart()
 	source, target := testenv.Namespace(t, kube, "test"), testenv.Namespace(t, kube, "test")
 	k.run(mirrorSourceYAML("ConfigMap", source, target, "data: {color: blue}"), "apply", "-f", "-")
@@ -69,7 +70,7 @@ func TestRBACFromTheGraphIsEnough(t *testing.T) {
 	require.NoError(t, err)
 	k.run(string(reduced), "apply", "-f", "-")
 
-	err = newApp(t, user, lifecycle.Config{}, fxcontroller.Module, rollout.Module, mirror.Module).Start(t.Context())
+	err = testenv.App(t, user, lifecycle.Config{}, zaptest.NewLogger(t), fxcontroller.Module, rollout.Module, mirror.Module).Start(t.Context())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(),
 		`store Secret/v1 (all namespaces): forbidden: user "`+serviceAccount+`" cannot list or watch secrets at cluster scope`)

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
-	"go.uber.org/fx/fxtest"
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -112,11 +111,8 @@ func TestControllersShareStores(t *testing.T) {
 
 	seenCh := make(chan seen, 100)
 	var controllers fxcontroller.Controllers
-	app := fxtest.New(t,
-		fx.Supply(cfg, zaptest.NewLogger(t)),
-		fxstore.Module,
+	app := testenv.App(t, cfg, lifecycle.Config{}, zaptest.NewLogger(t),
 		fxcontroller.Module,
-		lifecycle.Options(lifecycle.Config{MetricsBindAddress: "0", HealthProbeBindAddress: "0"}),
 		annotateModule(ns, seenCh),
 		mirrorModule(ns, seenCh),
 		fx.Populate(&controllers),

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
-	"go.uber.org/fx/fxtest"
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -65,10 +64,7 @@ func TestStoresAreSharedBySpec(t *testing.T) {
 	create("api", map[string]string{"app": "api"})
 
 	var c consumers
-	app := fxtest.New(t,
-		fx.Supply(cfg, zaptest.NewLogger(t)),
-		fxstore.Module,
-		lifecycle.Options(lifecycle.Config{MetricsBindAddress: "0", HealthProbeBindAddress: "0"}),
+	app := testenv.App(t, cfg, lifecycle.Config{}, zaptest.NewLogger(t),
 		fx.Module("checkout", askFor(&c, ns, true, "app=web,tier=front"), askFor(&c, ns, false, "app=api")),
 		fx.Module("billing", askFor(&c, ns, true, " tier=front , app==web")),
 		fx.Module("audit", askFor(&c, ns, true, "tier in (front),app=web"), askFor(&c, ns, false, "app in (api)")),
@@ -172,10 +168,7 @@ func TestReceivedCountsEachObjectOnce(t *testing.T) {
 	}
 
 	var reg *fxstore.Registry
-	app := fxtest.New(t,
-		fx.Supply(cfg, zaptest.NewLogger(t)),
-		fxstore.Module,
-		lifecycle.Options(lifecycle.Config{MetricsBindAddress: "0", HealthProbeBindAddress: "0"}),
+	app := testenv.App(t, cfg, lifecycle.Config{}, zaptest.NewLogger(t),
 		fx.Invoke(func(r *fxstore.Registry) error {
 			reg = r
 			_, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{Namespace: ns})

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
+	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -90,7 +91,7 @@ func TestHostedOperatorsShareStoresWithNativeModules(t *testing.T) {
 	)
 	before := scrapeRequests(t, cfg, "configmaps")
 	beforeSecrets := scrapeRequests(t, cfg, "secrets")
-	fxApp := newApp(t, cfg, lifecycle.Config{},
+	fxApp := testenv.App(t, cfg, lifecycle.Config{}, zaptest.NewLogger(t),
 		fxcontroller.Module,
 		hostCounting("alpha", a),
 		hostCounting("beta", b),
@@ -182,7 +183,7 @@ func TestKindFirstReadAfterStartStartsLate(t *testing.T) {
 			ctrls    fxcontroller.Controllers
 			hosted   fxcontroller.HostedOperators
 		)
-		fxApp := newApp(t, admin, lifecycle.Config{}, fxcontroller.Module, hostLateReader(r), fx.Populate(&registry, &ctrls, &hosted))
+		fxApp := testenv.App(t, admin, lifecycle.Config{}, zaptest.NewLogger(t), fxcontroller.Module, hostLateReader(r), fx.Populate(&registry, &ctrls, &hosted))
 		fxApp.RequireStart()
 		defer fxApp.RequireStop()
 		_, err = kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "trigger"}}, metav1.CreateOptions{})
@@ -213,7 +214,7 @@ func TestKindFirstReadAfterStartStartsLate(t *testing.T) {
 		ns := testenv.Namespace(t, kube, "test")
 		user := grantConfigMapsOnly(t, kube, "carol")
 		r := &lateReader{namespace: ns}
-		fxApp := newApp(t, user, lifecycle.Config{}, fxcontroller.Module, hostLateReader(r))
+		fxApp := testenv.App(t, user, lifecycle.Config{}, zaptest.NewLogger(t), fxcontroller.Module, hostLateReader(r))
 		fxApp.RequireStart()
 		defer fxApp.RequireStop()
 		_, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "trigger"}}, metav1.CreateOptions{})
@@ -260,7 +261,7 @@ func TestHostedManagerRunsUnderTheAppsLifecycle(t *testing.T) {
 		mgr     ctrl.Manager
 	)
 	probes := testenv.LoopbackAddr(t)
-	fxApp := newApp(t, testenv.Config(t), lifecycle.Config{HealthProbeBindAddress: probes},
+	fxApp := testenv.App(t, testenv.Config(t), lifecycle.Config{HealthProbeBindAddress: probes}, zaptest.NewLogger(t),
 		fxcontroller.Module,
 		fxcontroller.SetupWithManager(func(m ctrl.Manager) error {
 			mgr = m

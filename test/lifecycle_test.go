@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -48,27 +47,10 @@ type fxstoreObject = interface {
 	client.Object
 }
 
-// newApp is an app of opts on the test control plane, as cfg's user.
-func newApp(t *testing.T, cfg *rest.Config, lc lifecycle.Config, opts ...fx.Option) *fxtest.App {
-	t.Helper()
-	if lc.MetricsBindAddress == "" {
-		lc.MetricsBindAddress = "0"
-	}
-	if lc.HealthProbeBindAddress == "" {
-		lc.HealthProbeBindAddress = "0"
-	}
-	return fxtest.New(t,
-		fx.Supply(cfg, zaptest.NewLogger(t)),
-		fxstore.Module,
-		lifecycle.Options(lc),
-		fx.Options(opts...),
-	)
-}
-
 // A store whose kind the API server does not serve fails start at once.
 func TestStartFailsAtOnceForMissingCRD(t *testing.T) {
 	widgets := schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}
-	app := newApp(t, testenv.Config(t), lifecycle.Config{},
+	app := testenv.App(t, testenv.Config(t), lifecycle.Config{}, zaptest.NewLogger(t),
 		storeOf[*corev1.ConfigMap](fxstore.Spec{}, nil),
 		storeOf[*unstructured.Unstructured](fxstore.Spec{Kind: widgets}, nil),
 	)
@@ -104,7 +86,7 @@ func (f failingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 func TestSyncTimeoutNamesStoreAndLastError(t *testing.T) {
 	cfg := testenv.Config(t)
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return failingTransport{rt, "secrets"} }
-	app := newApp(t, cfg, lifecycle.Config{SyncTimeout: 3 * time.Second},
+	app := testenv.App(t, cfg, lifecycle.Config{SyncTimeout: 3 * time.Second}, zaptest.NewLogger(t),
 		storeOf[*corev1.ConfigMap](fxstore.Spec{}, nil),
 		storeOf[*corev1.Secret](fxstore.Spec{Namespace: "default"}, nil),
 	)
@@ -144,7 +126,7 @@ func TestReadinessAcrossStartAndStop(t *testing.T) {
 	}
 	probes := testenv.LoopbackAddr(t)
 	var duringStop atomic.Int32
-	app := newApp(t, cfg, lifecycle.Config{HealthProbeBindAddress: probes},
+	app := testenv.App(t, cfg, lifecycle.Config{HealthProbeBindAddress: probes}, zaptest.NewLogger(t),
 		storeOf[*corev1.Secret](fxstore.Spec{}, nil),
 		lifecycle.Runnables(manager.RunnableFunc(func(ctx context.Context) error {
 			<-ctx.Done()
@@ -180,7 +162,7 @@ func TestLeaderElectionHandsOver(t *testing.T) {
 		r := &replica{}
 		le := le
 		le.Identity = id
-		r.app = newApp(t, testenv.Config(t), lifecycle.Config{LeaderElection: le},
+		r.app = testenv.App(t, testenv.Config(t), lifecycle.Config{LeaderElection: le}, zaptest.NewLogger(t),
 			storeOf[*corev1.ConfigMap](fxstore.Spec{}, &r.store),
 			lifecycle.Runnables(manager.RunnableFunc(func(ctx context.Context) error {
 				r.running.Store(true)
@@ -228,7 +210,7 @@ func TestStartFailsAtOnceWhenForbidden(t *testing.T) {
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	app := newApp(t, testenv.User(t, "alice"), lifecycle.Config{},
+	app := testenv.App(t, testenv.User(t, "alice"), lifecycle.Config{}, zaptest.NewLogger(t),
 		storeOf[*corev1.Secret](fxstore.Spec{Namespace: ns}, nil),
 		storeOf[*corev1.ConfigMap](fxstore.Spec{LabelSelector: "app=web"}, nil),
 	)
@@ -283,7 +265,7 @@ func TestControllersNeverSeeUnsyncedStores(t *testing.T) {
 		return slowTransport{rt, "secrets", 2 * time.Second}
 	}
 	rec := &barrierReconciler{}
-	app := newApp(t, cfg, lifecycle.Config{},
+	app := testenv.App(t, cfg, lifecycle.Config{}, zaptest.NewLogger(t),
 		fxcontroller.Module,
 		fxcontroller.Provide(func(r *fxstore.Registry) (*fxcontroller.Controller, error) {
 			cms, err := fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{Namespace: ns})

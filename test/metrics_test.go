@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
+	"go.uber.org/zap/zaptest"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -96,7 +97,7 @@ func TestSecureMetricsAskTheAPIServer(t *testing.T) {
 	})
 
 	user := testenv.User(t, "system:serviceaccount:"+ns+":fxkube", "system:serviceaccounts", "system:serviceaccounts:"+ns)
-	running := newApp(t, user, lifecycle.Config{MetricsSecure: true, MetricsBindAddress: addr}, configMapsModule)
+	running := testenv.App(t, user, lifecycle.Config{MetricsSecure: true, MetricsBindAddress: addr}, zaptest.NewLogger(t), configMapsModule)
 	running.RequireStart()
 	defer running.RequireStop()
 
@@ -115,7 +116,7 @@ func TestSecureMetricsAskTheAPIServer(t *testing.T) {
 // its own address.
 func TestProbesAndPprof(t *testing.T) {
 	probes, pprof := testenv.LoopbackAddr(t), testenv.LoopbackAddr(t)
-	running := newApp(t, testenv.Config(t), lifecycle.Config{HealthProbeBindAddress: probes, PprofBindAddress: pprof},
+	running := testenv.App(t, testenv.Config(t), lifecycle.Config{HealthProbeBindAddress: probes, PprofBindAddress: pprof}, zaptest.NewLogger(t),
 		configMapsModule, lifecycle.Checks(lifecycle.Check{Name: "cache", Readiness: true, Checker: func(*http.Request) error { return nil }}))
 	running.RequireStart()
 	defer running.RequireStop()

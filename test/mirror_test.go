@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/internal/testenv"
@@ -49,7 +50,7 @@ metadata:
 
 func startMirror(t *testing.T) func() {
 	t.Helper()
-	app := newApp(t, testenv.Config(t), lifecycle.Config{}, fxcontroller.Module, mirror.Module)
+	app := testenv.App(t, testenv.Config(t), lifecycle.Config{}, zaptest.NewLogger(t), fxcontroller.Module, mirror.Module)
 	app.RequireStart()
 	return app.RequireStop
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/internal/testenv"
@@ -105,7 +106,7 @@ func TestRollout(t *testing.T) {
 		return out
 	}
 
-	app := newApp(t, testenv.Config(t), lifecycle.Config{}, fxcontroller.Module, rollout.Module)
+	app := testenv.App(t, testenv.Config(t), lifecycle.Config{}, zaptest.NewLogger(t), fxcontroller.Module, rollout.Module)
 	app.RequireStart()
 	defer app.RequireStop()
 

@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
-	"go.uber.org/fx/fxtest"
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,10 +44,7 @@ func TestRequestsAfterStartGoThroughTheBacking(t *testing.T) {
 		r   *fxstore.Registry
 		all *fxstore.Store[*corev1.ConfigMap]
 	)
-	app := fxtest.New(t,
-		fx.Supply(cfg, zaptest.NewLogger(t)),
-		fxstore.Module,
-		lifecycle.Options(lifecycle.Config{MetricsBindAddress: "0", HealthProbeBindAddress: "0"}),
+	app := testenv.App(t, cfg, lifecycle.Config{}, zaptest.NewLogger(t),
 		fx.Invoke(func(reg *fxstore.Registry) (err error) {
 			r = reg
 			if all, err = fxstore.For[*corev1.ConfigMap](reg, fxstore.Spec{}, fxstore.WithIndex("label", byTeam)); err != nil {

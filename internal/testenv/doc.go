@@ -40,4 +40,5 @@
 //
 //   - [ConfigMap], a ConfigMap with the labels, annotations and data given.
 //   - [Namespace], a namespace of its own for a test.
+//   - [App], an app of fxstore.Module and lifecycle on the control plane.
 package testenv

@@ -3,8 +3,6 @@ package kubebuilder_test
 import (
 	"testing"
 
-	"go.uber.org/fx"
-	"go.uber.org/fx/fxtest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"k8s.io/client-go/rest"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/internal/testenv"
 	"github.com/fxkube/fxkube/lifecycle"
 	batchv1 "github.com/fxkube/fxkube/test/kubebuilder/api/v1"
 )
@@ -22,13 +21,10 @@ import (
 // Start returns once every store has synced and the controllers run.
 func startFxkube(t *testing.T, cfg *rest.Config, setup func(ctrl.Manager) error) {
 	t.Helper()
-	app := fxtest.New(t,
-		fx.Supply(cfg, zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))),
-		fxstore.Module,
+	app := testenv.App(t, cfg, lifecycle.Config{}, zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)),
 		fxstore.AddToScheme(batchv1.AddToScheme),
 		fxcontroller.Module,
 		fxcontroller.SetupWithManager(setup, fxcontroller.WithName("task-operator")),
-		lifecycle.Options(lifecycle.Config{MetricsBindAddress: "0", HealthProbeBindAddress: "0"}),
 	)
 	app.RequireStart()
 	t.Cleanup(app.RequireStop)

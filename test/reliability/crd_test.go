@@ -129,7 +129,7 @@ func TestCRDDeletedAndRecreated(t *testing.T) {
 		widgets                 *fxstore.Store[*unstructured.Unstructured]
 		onWidgets, onConfigMaps seenKeys
 	)
-	app := newApp(t, testenv.Config(t), lifecycle.Config{MetricsBindAddress: metricsAddr, HealthProbeBindAddress: probesAddr}, log,
+	app := testenv.App(t, testenv.Config(t), lifecycle.Config{MetricsBindAddress: metricsAddr, HealthProbeBindAddress: probesAddr}, log,
 		fxcontroller.Module,
 		fxcontroller.Provide(func(r *fxstore.Registry) (c *fxcontroller.Controller, err error) {
 			registry = r

@@ -69,7 +69,7 @@ func TestStoreFailsWhenAccessIsRevoked(t *testing.T) {
 		heard      testenv.Records[error]
 	)
 	var registry *fxstore.Registry
-	a := newApp(t, cfg, lifecycle.Config{HealthProbeBindAddress: probes, StoreFailureTimeout: bound}, log,
+	a := testenv.App(t, cfg, lifecycle.Config{HealthProbeBindAddress: probes, StoreFailureTimeout: bound}, log,
 		fx.Invoke(func(r *fxstore.Registry) (err error) {
 			registry = r
 			if configMaps, err = fxstore.For[*corev1.ConfigMap](r, fxstore.Spec{}); err != nil {

@@ -27,6 +27,7 @@ import (
 
 	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/internal/testenv"
 	"github.com/fxkube/fxkube/lifecycle"
 	"github.com/fxkube/fxkube/modules/mirror"
 	"github.com/fxkube/fxkube/modules/rollout"
@@ -38,24 +39,6 @@ func newLogger(t *testing.T, level zapcore.Level) (*zap.Logger, *observer.Observ
 	core, logs := observer.New(zapcore.DebugLevel)
 	testCore := zaptest.NewLogger(t, zaptest.Level(level)).Core()
 	return zap.New(zapcore.NewTee(testCore, core)), logs
-}
-
-// newApp is an app of opts on the API server cfg points at, logging to log.
-// Probe and metrics servers are off unless lc sets their addresses.
-func newApp(t *testing.T, cfg *rest.Config, lc lifecycle.Config, log *zap.Logger, opts ...fx.Option) *fxtest.App {
-	t.Helper()
-	if lc.MetricsBindAddress == "" {
-		lc.MetricsBindAddress = "0"
-	}
-	if lc.HealthProbeBindAddress == "" {
-		lc.HealthProbeBindAddress = "0"
-	}
-	return fxtest.New(t,
-		fx.Supply(cfg, log),
-		fxstore.Module,
-		lifecycle.Options(lc),
-		fx.Options(opts...),
-	)
 }
 
 // exampleApp is the app cmd/app builds, rollout and mirror, with handles on
@@ -72,7 +55,7 @@ type exampleApp struct {
 func newExampleApp(t *testing.T, cfg *rest.Config, lc lifecycle.Config, log *zap.Logger) *exampleApp {
 	t.Helper()
 	a := &exampleApp{}
-	a.App = newApp(t, cfg, lc, log,
+	a.App = testenv.App(t, cfg, lc, log,
 		fxcontroller.Module, rollout.Module, mirror.Module,
 		fx.Invoke(func(r *fxstore.Registry) (err error) {
 			a.Registry = r

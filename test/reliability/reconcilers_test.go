@@ -78,7 +78,7 @@ func TestFailingReconcilers(t *testing.T) {
 	createNamespace(t, admin, ns)
 	var seen attempts
 	log, logs := newLogger(t, zap.ErrorLevel+1)
-	app := newApp(t, testenv.Config(t), lifecycle.Config{}, log, fxcontroller.Module,
+	app := testenv.App(t, testenv.Config(t), lifecycle.Config{}, log, fxcontroller.Module,
 		fxcontroller.Provide(configMapController("failing", ns, func(client.Client) reconcile.Reconciler {
 			return reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
 				seen.record(req)
@@ -215,7 +215,7 @@ func TestSlowReconcileAtStop(t *testing.T) {
 		if leaderElection {
 			lc.LeaderElection = lifecycle.LeaderElection{Enabled: true, Namespace: ns, Name: name}
 		}
-		app := newApp(t, testenv.Config(t), lc, log, fxcontroller.Module,
+		app := testenv.App(t, testenv.Config(t), lc, log, fxcontroller.Module,
 			fxcontroller.Provide(configMapController("slow-"+name, ns, func(c client.Client) reconcile.Reconciler {
 				r.client = c
 				return r

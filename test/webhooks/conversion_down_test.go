@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
-	"go.uber.org/fx/fxtest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
@@ -39,15 +38,12 @@ import (
 func TestConversionWebhookDownAtStart(t *testing.T) {
 	hooks, _ := setUp(t, "conversion-down") // the webhook's server is never started
 	const syncTimeout = 5 * time.Second
-	app := fxtest.New(t,
-		fx.Supply(testenv.Config(t), zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))),
-		fxstore.Module,
+	app := testenv.App(t, testenv.Config(t), lifecycle.Config{SyncTimeout: syncTimeout}, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
 		fxstore.AddToScheme(v1.AddToScheme, v2.AddToScheme),
 		fx.Invoke(func(r *fxstore.Registry) error {
 			_, err := fxstore.For[*v2.Widget](r, fxstore.Spec{})
 			return err
 		}),
-		lifecycle.Options(lifecycle.Config{MetricsBindAddress: "0", HealthProbeBindAddress: "0", SyncTimeout: syncTimeout}),
 	)
 	err := app.Start(t.Context())
 	require.Error(t, err)
@@ -79,9 +75,7 @@ func TestConversionWebhookDownAfterStart(t *testing.T) {
 		widgets    *fxstore.Store[*v2.Widget]
 		reconciled testenv.Records[string]
 	)
-	app := fxtest.New(t,
-		fx.Supply(testenv.Config(t), log),
-		fxstore.Module,
+	app := testenv.App(t, testenv.Config(t), lifecycle.Config{HealthProbeBindAddress: probes, SyncTimeout: timeout, StoreFailureTimeout: bound}, log,
 		fxstore.AddToScheme(v1.AddToScheme, v2.AddToScheme),
 		fxcontroller.Module,
 		fxcontroller.Provide(func(r *fxstore.Registry) (*fxcontroller.Controller, error) {
@@ -94,7 +88,6 @@ func TestConversionWebhookDownAfterStart(t *testing.T) {
 				return reconcile.Result{}, nil
 			}))
 		}),
-		lifecycle.Options(lifecycle.Config{MetricsBindAddress: "0", HealthProbeBindAddress: probes, SyncTimeout: timeout, StoreFailureTimeout: bound}),
 	)
 	app.RequireStart()
 	defer app.RequireStop()

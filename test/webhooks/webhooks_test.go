@@ -104,22 +104,19 @@ func setUp(t *testing.T, namespace string) (envtest.WebhookInstallOptions, clien
 // hooks says, and modules.
 func newApp(t *testing.T, hooks envtest.WebhookInstallOptions, probes string, modules ...fx.Option) *fxtest.App {
 	t.Helper()
-	return fxtest.New(t,
-		fx.Supply(testenv.Config(t), zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))),
-		fxstore.Module,
+	lc := lifecycle.Config{
+		HealthProbeBindAddress: probes,
+		SyncTimeout:            timeout,
+		Webhook: lifecycle.WebhookOptions{
+			Host: hooks.LocalServingHost,
+			Port: hooks.LocalServingPort,
+			Cert: lifecycle.CertFiles{Path: hooks.LocalServingCertDir},
+		},
+	}
+	return testenv.App(t, testenv.Config(t), lc, zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)),
 		fxstore.AddToScheme(v1.AddToScheme, v2.AddToScheme),
 		fxcontroller.Module,
 		fx.Options(modules...),
-		lifecycle.Options(lifecycle.Config{
-			MetricsBindAddress:     "0",
-			HealthProbeBindAddress: probes,
-			SyncTimeout:            timeout,
-			Webhook: lifecycle.WebhookOptions{
-				Host: hooks.LocalServingHost,
-				Port: hooks.LocalServingPort,
-				Cert: lifecycle.CertFiles{Path: hooks.LocalServingCertDir},
-			},
-		}),
 	)
 }
 
