@@ -47,7 +47,7 @@ func TestHoldsComeAndGo(t *testing.T) {
 	ctx := t.Context()
 	kube, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
-	ns := newNamespace(ctx, t, kube)
+	ns := testenv.Namespace(t, kube, "test")
 	scheme := k8sruntime.NewScheme()
 	require.NoError(t, clientgoscheme.AddToScheme(scheme))
 	direct, err := client.New(cfg, client.Options{Scheme: scheme})
