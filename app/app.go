@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/rest"
+	cliflag "k8s.io/component-base/cli/flag"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	crzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -123,6 +125,9 @@ func (a *app) registerFlags(cmd *cobra.Command) {
 	fs.StringVar(&lc.Webhook.Cert.Name, "webhook-cert-name", "tls.crt", "file name of the webhook server's certificate")
 	fs.StringVar(&lc.Webhook.Cert.Key, "webhook-cert-key", "tls.key", "file name of the webhook server's key")
 	fs.BoolVar(&lc.EnableHTTP2, "enable-http2", false, "let the metrics and webhook servers speak HTTP/2 (off for the HTTP/2 Stream Cancellation and Rapid Reset CVEs)")
+	fs.StringVar(&lc.TLS.MinVersion, "tls-min-version", "", "lowest TLS version the metrics and webhook servers accept, as kube-apiserver's flag: "+strings.Join(cliflag.TLSPossibleVersions(), ", ")+" (default: Go's, VersionTLS12)")
+	fs.StringSliceVar(&lc.TLS.CipherSuites, "tls-cipher-suites", nil, "comma-separated cipher suites the metrics and webhook servers offer up to TLS 1.2, as kube-apiserver's flag (default: Go's). Preferred: "+
+		strings.Join(cliflag.PreferredTLSCipherNames(), ", ")+". Insecure: "+strings.Join(cliflag.InsecureTLSCipherNames(), ", "))
 	fs.StringVar(&lc.PprofBindAddress, "pprof-bind-address", "0", `address net/http/pprof's /debug/pprof/ endpoints bind to; "0" disables them`)
 	fs.StringVar(&lc.HealthProbeBindAddress, "health-probe-bind-address", ":8081", `address the /healthz and /readyz endpoints bind to; "0" disables them`)
 	fs.DurationVar(&lc.SyncTimeout, "sync-timeout", 2*time.Minute, "how long start-up waits for every store's initial sync")

@@ -74,6 +74,14 @@ func TestFlagsMapToTheLifecycleConfig(t *testing.T) {
 			},
 		},
 		{
+			name: "kube-apiserver's TLS flags",
+			give: []string{"--tls-min-version=VersionTLS13", "--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"},
+			want: func(c *lifecycle.Config) {
+				c.TLS.MinVersion = "VersionTLS13"
+				c.TLS.CipherSuites = []string{"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"}
+			},
+		},
+		{
 			name: "controller-runtime's",
 			give: []string{"--webhook-port=9444", "--pprof-bind-address=:6060", "--leader-election-namespace=ops", "--leader-election-id=lock"},
 			want: func(c *lifecycle.Config) {

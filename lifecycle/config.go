@@ -48,6 +48,11 @@ type Config struct {
 	// Cancellation and Rapid Reset CVEs.
 	EnableHTTP2 bool
 
+	// TLS sets what the metrics and webhook servers accept in a TLS
+	// handshake, as Kubernetes components' --tls-min-version and
+	// --tls-cipher-suites do.
+	TLS TLSOptions
+
 	// HealthProbeBindAddress is where /healthz and /readyz are served. "0"
 	// disables them. Defaults to ":8081".
 	HealthProbeBindAddress string

@@ -92,12 +92,18 @@ type Interrupt <-chan struct{}
 // sync large stores; fx applies the start timeout in App.Run, through the
 // start's context), fx's own events logged through zap, and cfg supplied.
 //
+// A TLS setting cfg names wrongly (see TLSOptions) fails fx.New, naming
+// the flag and the names it takes.
+//
 // Given last to fx.New, as the app package gives it, it makes the
 // lifecycle's start hook the app's last one, so that a start cut short by
 // an Interrupt fails in that hook, after the others have started, and fx
 // stops those.
 func Options(cfg Config) fx.Option {
 	full := cfg.withDefaults()
+	if _, err := full.serverTLS(); err != nil {
+		return fx.Error(err)
+	}
 	return fx.Options(
 		fx.Supply(cfg),
 		fx.StartTimeout(full.SyncTimeout+time.Minute),

@@ -105,7 +105,9 @@ func (s *servers) serveMetrics(ctx context.Context, r *runner, addr string) erro
 			return nil, fmt.Errorf("secure metrics ask the API server to authenticate and authorize each request: %w", err)
 		}
 		opts.FilterProvider = filters.WithAuthenticationAndAuthorization
-		opts.TLSOpts = tlsOpts(cfg.EnableHTTP2)
+		if opts.TLSOpts, err = cfg.serverTLS(); err != nil {
+			return nil, err
+		}
 		if cert := cfg.MetricsCert; cert.Path != "" {
 			// As kubebuilder's scaffold does: a certificate that cannot be
 			// read is an error, not a silent fallback to a self-signed one

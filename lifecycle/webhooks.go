@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -67,6 +66,10 @@ var _ webhook.Server = (*Webhooks)(nil)
 // registered.
 func NewWebhooks(cfg Config, handlers ...WebhookHandler) (*Webhooks, error) {
 	cfg = cfg.withDefaults()
+	tlsOpts, err := cfg.serverTLS()
+	if err != nil {
+		return nil, err
+	}
 	w := &Webhooks{
 		server: webhook.NewServer(webhook.Options{
 			Host:     cfg.Webhook.Host,
@@ -74,7 +77,7 @@ func NewWebhooks(cfg Config, handlers ...WebhookHandler) (*Webhooks, error) {
 			CertDir:  cfg.Webhook.Cert.Path,
 			CertName: cfg.Webhook.Cert.Name,
 			KeyName:  cfg.Webhook.Cert.Key,
-			TLSOpts:  tlsOpts(cfg.EnableHTTP2),
+			TLSOpts:  tlsOpts,
 		}),
 		converters: conversion.NewRegistry(),
 		addr:       fmt.Sprintf("%s:%d", cfg.Webhook.Host, cfg.Webhook.Port),
@@ -83,15 +86,6 @@ func NewWebhooks(cfg Config, handlers ...WebhookHandler) (*Webhooks, error) {
 		w.Register(h.Path, h.Handler)
 	}
 	return w, w.Err()
-}
-
-// tlsOpts turns HTTP/2 off unless enabled, as kubebuilder's scaffold does
-// against HTTP/2's Stream Cancellation and Rapid Reset CVEs.
-func tlsOpts(enableHTTP2 bool) []func(*tls.Config) {
-	if enableHTTP2 {
-		return nil
-	}
-	return []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}
 }
 
 type webhooksParams struct {
