@@ -2,11 +2,15 @@ package lifecycle
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
+	"go.uber.org/fx"
 	cliflag "k8s.io/component-base/cli/flag"
+
+	"github.com/fxkube/fxkube/internal/caller"
 )
 
 // TLSOptions set what the app's metrics and webhook servers accept in a
@@ -61,4 +65,103 @@ func (c Config) serverTLS() ([]func(*tls.Config), error) {
 		opts = append(opts, func(t *tls.Config) { t.CipherSuites = slices.Clone(suites) })
 	}
 	return opts, nil
+}
+
+// webhookTLSGroup is the fx value group of the WebhookTLSOptions that
+// modules give the app's webhook server.
+const webhookTLSGroup = "fxkube.webhook-tls"
+
+// WebhookTLSOption changes the TLS config of the app's webhook server, as
+// an entry of controller-runtime's webhook.Options.TLSOpts does. It runs
+// after the app's own settings (--tls-min-version, --tls-cipher-suites,
+// --enable-http2).
+type WebhookTLSOption func(*tls.Config)
+
+// WebhookTLS adds opts to the TLS config of the app's webhook server. A
+// module serves its certificate from memory this way, as a manager's
+// webhook.Options.TLSOpts would:
+//
+//	lifecycle.WebhookTLS(func(c *tls.Config) { c.GetCertificate = source.GetCertificate })
+//
+// A constructor that needs values of the graph returns a WebhookTLSOption
+// into the value group "fxkube.webhook-tls" instead:
+//
+//	fx.Provide(fx.Annotate(newCertificateOption, fx.ResultTags(`group:"fxkube.webhook-tls"`)))
+//
+// The options may not undo what the app was told. fx.New fails, saying
+// what to do instead, when an option:
+//   - changes the minimum version or the cipher suites that
+//     --tls-min-version or --tls-cipher-suites set;
+//   - changes NextProtos, which --enable-http2 sets;
+//   - serves a certificate (GetCertificate) while --webhook-cert-path
+//     names files, or while another option serves one;
+//   - sets Certificates, which the server's certificate files would hide.
+func WebhookTLS(opts ...WebhookTLSOption) fx.Option {
+	out := make([]fx.Option, len(opts))
+	for i, opt := range opts {
+		if opt == nil {
+			return fx.Error(fmt.Errorf("lifecycle.WebhookTLS: option %d is nil", i))
+		}
+		out[i] = fx.Provide(fx.Annotate(func() WebhookTLSOption { return opt }, fx.ResultTags(`group:"`+webhookTLSGroup+`"`)))
+	}
+	return fx.Options(out...)
+}
+
+// webhookTLS returns the TLS settings of the app's webhook server: the
+// app's, then the modules' opts, once checked against the app's.
+func (c Config) webhookTLS(opts []WebhookTLSOption) ([]func(*tls.Config), error) {
+	own, err := c.serverTLS()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.checkWebhookTLS(own, opts); err != nil {
+		return nil, err
+	}
+	for _, opt := range opts {
+		own = append(own, opt)
+	}
+	return own, nil
+}
+
+// checkWebhookTLS applies each of opts to a config made by the app's own
+// settings, and reports what one would undo or hide.
+func (c Config) checkWebhookTLS(own []func(*tls.Config), opts []WebhookTLSOption) error {
+	base := &tls.Config{}
+	for _, o := range own {
+		o(base)
+	}
+	var (
+		errs    []error
+		servers []string // options that serve a certificate
+	)
+	for _, opt := range opts {
+		name := "webhook TLS option " + caller.Of(opt)
+		got := base.Clone()
+		opt(got)
+		if c.TLS.MinVersion != "" && got.MinVersion != base.MinVersion {
+			errs = append(errs, fmt.Errorf("%s sets MinVersion %s, but --tls-min-version is %s; leave the minimum version to the flag",
+				name, tls.VersionName(got.MinVersion), c.TLS.MinVersion))
+		}
+		if len(c.TLS.CipherSuites) > 0 && !slices.Equal(got.CipherSuites, base.CipherSuites) {
+			errs = append(errs, fmt.Errorf("%s sets CipherSuites, but --tls-cipher-suites is %s; leave the cipher suites to the flag",
+				name, strings.Join(c.TLS.CipherSuites, ",")))
+		}
+		if !slices.Equal(got.NextProtos, base.NextProtos) {
+			errs = append(errs, fmt.Errorf("%s sets NextProtos %q; turn HTTP/2 on or off with --enable-http2 instead", name, got.NextProtos))
+		}
+		if len(got.Certificates) > len(base.Certificates) && got.GetCertificate == nil {
+			errs = append(errs, fmt.Errorf("%s sets Certificates, which the webhook server's certificate files would hide; set GetCertificate instead", name))
+		}
+		if got.GetCertificate != nil {
+			servers = append(servers, name)
+		}
+	}
+	switch {
+	case len(servers) > 1:
+		errs = append(errs, fmt.Errorf("%s each serve a certificate (GetCertificate); only the last would be served: keep one", strings.Join(servers, " and ")))
+	case len(servers) == 1 && c.Webhook.Cert.Path != "":
+		errs = append(errs, fmt.Errorf("%s serves a certificate (GetCertificate), so the files in --webhook-cert-path %s would not be served; drop the flag, or the option",
+			servers[0], c.Webhook.Cert.Path))
+	}
+	return errors.Join(errs...)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
+	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/internal/testenv"
@@ -142,4 +143,108 @@ func TestTLSUnknownNamesFailTheBuild(t *testing.T) {
 			}
 		})
 	}
+}
+
+// memoryCertificate is a serving certificate for 127.0.0.1 that exists
+// only in memory.
+func memoryCertificate(t *testing.T) tls.Certificate {
+	t.Helper()
+	crt, key, err := certutil.GenerateSelfSignedCertKey("memory.example", []net.IP{net.IPv4(127, 0, 0, 1)}, nil)
+	require.NoError(t, err)
+	cert, err := tls.X509KeyPair(crt, key)
+	require.NoError(t, err)
+	return cert
+}
+
+// A module's WebhookTLS option serves the webhook certificate from
+// memory (GetCertificate), with no certificate file, after the app's own
+// settings; a setting the app was not given is the module's to make.
+func TestWebhookTLSFromAModule(t *testing.T) {
+	cert := memoryCertificate(t)
+	opts := webhookOptions(t)
+	opts.Cert = lifecycle.CertFiles{} // no certificate files
+	ta := newTestApp(t, lifecycle.Config{Webhook: opts},
+		lifecycle.Webhook("/hook", http.HandlerFunc(hello)),
+		lifecycle.WebhookTLS(
+			func(c *tls.Config) {
+				c.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &cert, nil }
+			},
+			func(c *tls.Config) { c.MinVersion = tls.VersionTLS13 },
+		),
+	)
+	ta.app.RequireStart()
+	defer ta.app.RequireStop()
+	addr := net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port))
+	state, err := handshake(t, addr, &tls.Config{NextProtos: []string{"h2", "http/1.1"}})
+	require.NoError(t, err)
+	require.NotEmpty(t, state.PeerCertificates)
+	assert.Equal(t, cert.Certificate[0], state.PeerCertificates[0].Raw, "the certificate in memory is served")
+	assert.Equal(t, "http/1.1", state.NegotiatedProtocol, "the app's settings apply too: HTTP/2 is off")
+	_, err = handshake(t, addr, &tls.Config{MaxVersion: tls.VersionTLS12})
+	assert.Error(t, err, "the module's minimum version applies")
+}
+
+// A module's option that would undo what the app's flags set, or hide
+// what it sets itself, fails fx.New, saying what to do instead.
+func TestWebhookTLSConflicts(t *testing.T) {
+	serve := func(c *tls.Config) {
+		c.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return nil, nil }
+	}
+	tests := []struct {
+		name string
+		cfg  lifecycle.Config
+		give []lifecycle.WebhookTLSOption
+		want []string
+	}{
+		{
+			name: "minimum version",
+			cfg:  lifecycle.Config{TLS: lifecycle.TLSOptions{MinVersion: "VersionTLS13"}},
+			give: []lifecycle.WebhookTLSOption{func(c *tls.Config) { c.MinVersion = tls.VersionTLS12 }},
+			want: []string{"sets MinVersion TLS 1.2, but --tls-min-version is VersionTLS13; leave the minimum version to the flag"},
+		},
+		{
+			name: "cipher suites",
+			cfg:  lifecycle.Config{TLS: lifecycle.TLSOptions{CipherSuites: []string{"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"}}},
+			give: []lifecycle.WebhookTLSOption{func(c *tls.Config) { c.CipherSuites = nil }},
+			want: []string{"sets CipherSuites, but --tls-cipher-suites is TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256; leave the cipher suites to the flag"},
+		},
+		{
+			name: "HTTP/2",
+			give: []lifecycle.WebhookTLSOption{func(c *tls.Config) { c.NextProtos = []string{"h2", "http/1.1"} }},
+			want: []string{`sets NextProtos ["h2" "http/1.1"]; turn HTTP/2 on or off with --enable-http2 instead`},
+		},
+		{
+			name: "a certificate and certificate files",
+			cfg:  lifecycle.Config{Webhook: lifecycle.WebhookOptions{Cert: lifecycle.CertFiles{Path: "/etc/certs"}}},
+			give: []lifecycle.WebhookTLSOption{serve},
+			want: []string{"serves a certificate (GetCertificate), so the files in --webhook-cert-path /etc/certs would not be served; drop the flag, or the option"},
+		},
+		{
+			name: "two certificates",
+			give: []lifecycle.WebhookTLSOption{serve, serve},
+			want: []string{" each serve a certificate (GetCertificate); only the last would be served: keep one"},
+		},
+		{
+			name: "static certificates",
+			give: []lifecycle.WebhookTLSOption{func(c *tls.Config) { c.Certificates = []tls.Certificate{{}} }},
+			want: []string{"sets Certificates, which the webhook server's certificate files would hide; set GetCertificate instead"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := fx.New(fx.NopLogger, fxstore.Module, lifecycle.Options(tt.cfg), lifecycle.WebhookTLS(tt.give...)).Err()
+			require.Error(t, err)
+			for _, want := range tt.want {
+				assert.Contains(t, err.Error(), want)
+			}
+			assert.Contains(t, err.Error(), "webhook TLS option lifecycle_test.TestWebhookTLSConflicts.", "the option is named")
+		})
+	}
+	t.Run("none", func(t *testing.T) {
+		require.NoError(t, fx.New(fx.NopLogger, fxstore.Module, lifecycle.Options(lifecycle.Config{}), lifecycle.WebhookTLS(serve)).Err())
+	})
+	t.Run("nil", func(t *testing.T) {
+		err := fx.New(fx.NopLogger, fxstore.Module, lifecycle.Options(lifecycle.Config{}), lifecycle.WebhookTLS(serve, nil)).Err()
+		assert.ErrorContains(t, err, "lifecycle.WebhookTLS: option 1 is nil")
+	})
 }

@@ -44,6 +44,9 @@ func Webhook(path string, handler http.Handler) fx.Option {
 // It runs only when a webhook is registered: an app without one opens no
 // port. Its readiness is on /readyz as the check "webhooks".
 //
+// Its TLS settings are the app's (Config.TLS, EnableHTTP2), then those
+// modules add with WebhookTLS.
+//
 // Every module and every hosted controller-runtime operator
 // (fxcontroller.SetupWithManager: mgr.GetWebhookServer,
 // ctrl.NewWebhookManagedBy) registers on this one server, and converters
@@ -65,11 +68,17 @@ var _ webhook.Server = (*Webhooks)(nil)
 // NewWebhooks returns the webhook server cfg configures, with handlers
 // registered.
 func NewWebhooks(cfg Config, handlers ...WebhookHandler) (*Webhooks, error) {
-	cfg = cfg.withDefaults()
-	tlsOpts, err := cfg.serverTLS()
+	return newWebhookServer(cfg, nil, handlers)
+}
+
+// newWebhookServer returns the webhook server cfg configures, with the
+// modules' TLS options and handlers.
+func newWebhookServer(cfg Config, opts []WebhookTLSOption, handlers []WebhookHandler) (*Webhooks, error) {
+	tlsOpts, err := cfg.webhookTLS(opts)
 	if err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	w := &Webhooks{
 		server: webhook.NewServer(webhook.Options{
 			Host:     cfg.Webhook.Host,
@@ -91,11 +100,14 @@ func NewWebhooks(cfg Config, handlers ...WebhookHandler) (*Webhooks, error) {
 type webhooksParams struct {
 	fx.In
 
-	Config   Config           `optional:"true"`
-	Handlers []WebhookHandler `group:"fxkube.webhooks"`
+	Config   Config             `optional:"true"`
+	Handlers []WebhookHandler   `group:"fxkube.webhooks"`
+	TLS      []WebhookTLSOption `group:"fxkube.webhook-tls"`
 }
 
-func newWebhooks(p webhooksParams) (*Webhooks, error) { return NewWebhooks(p.Config, p.Handlers...) }
+func newWebhooks(p webhooksParams) (*Webhooks, error) {
+	return newWebhookServer(p.Config, p.TLS, p.Handlers)
+}
 
 // Register implements webhook.Server: hook is served at path once the app
 // starts. Registering a path twice, or after the app has started, is an
