@@ -40,6 +40,15 @@
 //  4. Caches and stores stop.
 //  5. The webhook server and the other servers close.
 //
+// # Run
+//
+// An fx app starts with App.Start, which returns once the app runs, and
+// stops with App.Stop. Run does both, as a controller-runtime manager's
+// Start does: it blocks until its context ends, then stops the app and
+// returns its error. A test suite runs an app with it in one line:
+//
+//	go func() { err = lifecycle.Run(ctx, app) }()
+//
 // # Failures
 //
 // A failed start names every store, cache or warm-up that did not finish,

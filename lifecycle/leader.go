@@ -72,7 +72,7 @@ func (r *runner) elect() error {
 					return
 				}
 				log.Error("lost leadership; exiting so that Kubernetes restarts this replica")
-				r.shutdown(1)
+				r.shutdown(errors.New("lost leadership"))
 			},
 		},
 	})

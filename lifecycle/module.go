@@ -190,6 +190,7 @@ type runner struct {
 	webhooks   *Webhooks
 	shutdowner fx.Shutdowner
 	interrupt  Interrupt // nil without one
+	run        *run      // nil unless started by Run
 
 	state atomic.Value // a state
 	// toldFailing holds the store failures logged by failingStores.
@@ -234,14 +235,18 @@ const (
 
 func (r *runner) start(ctx context.Context) (err error) {
 	r.state.Store(starting)
-	if r.interrupt != nil {
-		// The Interrupt ends what the start waits for, as ctx does.
+	r.run = runOf(ctx)
+	if r.interrupt != nil || r.run != nil {
+		// The Interrupt, or the end of Run's context, ends what the start
+		// waits for, as ctx does.
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
 		go func() {
 			select {
-			case <-r.interrupt:
+			case <-r.interrupt: // never, when nil
+				cancel()
+			case <-r.run.done(): // never, without Run
 				cancel()
 			case <-ctx.Done():
 			}
@@ -368,6 +373,8 @@ func (r *runner) cutShort(ctx context.Context) error {
 	select {
 	case <-r.interrupt: // never, when nil
 		return fmt.Errorf("start interrupted: %w", context.Canceled)
+	case <-r.run.done(): // never, without Run
+		return fmt.Errorf("start interrupted: %w", context.Canceled)
 	default:
 		return ctx.Err()
 	}
@@ -409,8 +416,11 @@ func (r *runner) rollback() {
 	r.servers.close(context.Background())
 }
 
-func (r *runner) shutdown(code int) {
-	if err := r.shutdowner.Shutdown(fx.ExitCode(code)); err != nil {
+// shutdown stops the app, which failed with cause after it started: Run
+// returns cause, and fx's Wait gets exit code 1.
+func (r *runner) shutdown(cause error) {
+	r.run.failed(cause)
+	if err := r.shutdowner.Shutdown(fx.ExitCode(1)); err != nil {
 		r.log.Error("cannot stop the app", zap.Error(err))
 	}
 }

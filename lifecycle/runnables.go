@@ -128,7 +128,7 @@ func (r *runner) startCaches(errs *startErrors) {
 				return
 			}
 			r.log.Error("cache failed; stopping the app", zap.Stringer("cache", name), zap.Error(err))
-			r.shutdown(1)
+			r.shutdown(fmt.Errorf("cache %s: %w", name, err))
 		})
 	}
 }
@@ -207,7 +207,7 @@ func (r *runner) startRunnables(ctx context.Context, leader bool) bool {
 		r.runnablesDone.Go(func() {
 			if err := rn.Start(ctx); err != nil && ctx.Err() == nil {
 				r.log.Error("runnable failed; stopping the app", zap.Stringer("runnable", describe(rn)), zap.Error(err))
-				r.shutdown(1)
+				r.shutdown(fmt.Errorf("runnable %s: %w", describe(rn), err))
 			}
 		})
 	}

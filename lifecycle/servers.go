@@ -31,7 +31,7 @@ type servers struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	// shutdown stops the app when a server fails once serve has returned.
-	shutdown func(code int)
+	shutdown func(cause error)
 }
 
 // serve starts the probe, pprof and metrics servers. Each listens before
@@ -193,7 +193,7 @@ func (s *servers) start(name string, rn manager.Runnable) (failed <-chan error, 
 	)
 	stopApp := func(err error) {
 		s.log.Error("server failed; stopping the app", zap.String("server", name), zap.Error(err))
-		s.shutdown(1)
+		s.shutdown(fmt.Errorf("server %s: %w", name, err))
 	}
 	s.wg.Go(func() {
 		err := rn.Start(s.ctx)
