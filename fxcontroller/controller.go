@@ -111,7 +111,7 @@ func New(name string, primary Primary, r reconcile.Reconciler, opts ...Option) (
 	if isNil(r) {
 		errs = append(errs, errors.New("reconciler is nil"))
 	}
-	if err := errors.Join(append(errs, o.errs...)...); err != nil {
+	if err := errors.Join(append(errs, append(o.errs, o.setTwice())...)...); err != nil {
 		return nil, fmt.Errorf("controller %q: %w", name, err)
 	}
 	if isGated {

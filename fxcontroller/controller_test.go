@@ -192,6 +192,11 @@ func TestNewRejectsBadInput(t *testing.T) {
 			want: []string{`invalid verb "update,patch"`},
 		},
 		{
+			name: "one setting twice", give: "c", store: cms, reconciler: ok,
+			opts: []fxcontroller.Option{fxcontroller.WithMaxConcurrentReconciles(2), fxcontroller.WithMaxConcurrentReconciles(3)},
+			want: []string{"fxcontroller.WithMaxConcurrentReconciles(2) and fxcontroller.WithMaxConcurrentReconciles(3) each set the concurrent reconciles; give one"},
+		},
+		{
 			name: "every problem at once", give: "", store: nilStore, reconciler: nil,
 			opts: []fxcontroller.Option{fxcontroller.WithMaxConcurrentReconciles(-1)},
 			want: []string{"name is empty", "primary store is nil", "reconciler is nil", "must be at least 1"},

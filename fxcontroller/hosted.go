@@ -76,7 +76,8 @@ import (
 //
 // Options configure the operator: WithName, WithCacheOptions,
 // WithClientOptions, Writes (for the rbac command), WithLeaderElection,
-// WithMaxConcurrentReconciles and WithLogger.
+// WithMaxConcurrentReconciles, and WithLogger or WithLogr. Two options
+// that set one thing fail fx.New, naming both.
 func SetupWithManager(setup func(manager.Manager) error, opts ...HostedOption) fx.Option {
 	if setup == nil {
 		return fx.Error(errors.New("fxcontroller.SetupWithManager: setup function is nil"))
@@ -87,7 +88,7 @@ func SetupWithManager(setup func(manager.Manager) error, opts ...HostedOption) f
 			opt.applyToHosted(&o)
 		}
 	}
-	if err := errors.Join(o.errs...); err != nil {
+	if err := errors.Join(append(o.errs, o.setTwice())...); err != nil {
 		return fx.Error(fmt.Errorf("fxcontroller.SetupWithManager(%s): %w", caller.Of(setup), err))
 	}
 	return fx.Provide(fx.Annotate(
@@ -241,6 +242,10 @@ func host(p hostParams, setupName string, setup func(manager.Manager) error, o o
 		log = o.logger
 	}
 	log = log.Named(o.name)
+	sink := zapr.NewLogger(log).GetSink()
+	if o.logr != nil {
+		sink = o.logr.WithName(o.name).GetSink()
+	}
 	syncTimeout := 2 * time.Minute
 	if p.Config.SyncTimeout > 0 {
 		syncTimeout = p.Config.SyncTimeout
@@ -272,7 +277,7 @@ func host(p hostParams, setupName string, setup func(manager.Manager) error, o o
 		cache:     c,
 		client:    cl,
 		recorders: p.Recorders,
-		log:       logr.New(&namingSink{LogSink: zapr.NewLogger(log).GetSink()}),
+		log:       logr.New(&namingSink{LogSink: sink}),
 		webhooks:  webhooks,
 		elected:   make(chan struct{}),
 		controllerOptions: config.Controller{

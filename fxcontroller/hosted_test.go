@@ -4,13 +4,19 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
+	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -22,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -328,4 +335,80 @@ func TestHostedWarmupWaitingOnACacheNeverStarted(t *testing.T) {
 	assert.Contains(t, err.Error(), `warm up controller "waiting" of hosted operator "ops"`)
 	assert.Contains(t, err.Error(), "timed out waiting for cache to be synced for kind source: *v1.ServiceAccount")
 	assert.NotContains(t, err.Error(), "stores not synced", "every store synced")
+}
+
+// lines is a logr.Logger's output, line by line, safe for concurrent use.
+type lines struct {
+	mu  sync.Mutex
+	all []string
+}
+
+func (l *lines) add(prefix, args string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.all = append(l.all, prefix+" "+args)
+}
+
+func (l *lines) get() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.all)
+}
+
+// A hosted operator given its manager's logr.Logger (ctrl.Options.Logger)
+// with WithLogr logs through it: mgr.GetLogger, and the reconciles of its
+// controllers, with controller-runtime's names and values.
+func TestWithLogrCarriesThroughToControllers(t *testing.T) {
+	var out lines
+	logger := funcr.New(out.add, funcr.Options{})
+	reconciled := make(chan struct{}, 1)
+	app := fxtest.New(t,
+		fx.Supply(&rest.Config{Host: "https://unconnected.invalid"}),
+		fxstore.Module,
+		fx.Provide(func(s *k8sruntime.Scheme) fxstore.Source {
+			return fxstoretest.NewSource(s, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "x"}})
+		}),
+		fxcontroller.Module,
+		fxcontroller.SetupWithManager(func(mgr manager.Manager) error {
+			mgr.GetLogger().Info("set up")
+			return ctrl.NewControllerManagedBy(mgr).For(&corev1.ConfigMap{}).Named("configs").Complete(
+				reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+					ctrllog.FromContext(ctx).Info("reconciled")
+					select {
+					case reconciled <- struct{}{}:
+					default:
+					}
+					return reconcile.Result{}, nil
+				}))
+		}, fxcontroller.WithName("ops"), fxcontroller.WithLogr(logger)),
+		lifecycle.Options(lifecycle.Config{MetricsBindAddress: "0", HealthProbeBindAddress: "0"}),
+	)
+	app.RequireStart()
+	select {
+	case <-reconciled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the controller did not reconcile")
+	}
+	app.RequireStop()
+	got := out.get()
+	assert.Contains(t, got, `ops "level"=0 "msg"="set up"`, "mgr.GetLogger is the logger given, named after the operator")
+	var reconciles []string
+	for _, line := range got {
+		if strings.Contains(line, `"msg"="reconciled"`) {
+			reconciles = append(reconciles, line)
+		}
+	}
+	require.NotEmpty(t, reconciles, "the reconcile logged through the logger given: %q", got)
+	assert.Contains(t, reconciles[0], `"controller"="configs"`)
+	assert.Contains(t, reconciles[0], `"ConfigMap"={"name"="x" "namespace"="a"}`)
+}
+
+// A hosted operator is given one logger.
+func TestWithLogrAndWithLoggerConflict(t *testing.T) {
+	err := buildHosted(t, fxcontroller.SetupWithManager(setupConfigMaps("a"), fxcontroller.WithName("ops"),
+		fxcontroller.WithLogger(zap.NewNop().Named("z")),
+		fxcontroller.WithLogr(funcr.New(func(string, string) {}, funcr.Options{}))))
+	assert.ErrorContains(t, err, `fxcontroller.WithLogger(logger "z") and fxcontroller.WithLogr(*funcr.fnlogger) each set the logger; give one`)
+	err = buildHosted(t, fxcontroller.SetupWithManager(setupConfigMaps("a"), fxcontroller.WithLogr(logr.Logger{})))
+	assert.ErrorContains(t, err, "WithLogr: the logger has no sink (a zero logr.Logger); pass the operator's logger, such as ctrl.Log")
 }

@@ -3,9 +3,11 @@ package fxcontroller
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
+	"github.com/go-logr/logr"
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/workqueue"
@@ -56,7 +58,12 @@ type options struct {
 	rateLimiter    workqueue.TypedRateLimiter[reconcile.Request]
 	leaderElection bool
 	logger         *zap.Logger
+	logr           *logr.Logger // for SetupWithManager only
 	errs           []error
+
+	// calls are the options applied, by what they set, to tell options
+	// that set one thing twice.
+	calls map[string][]string
 
 	// For SetupWithManager only.
 	name          string
@@ -74,6 +81,7 @@ func WithName(name string) HostedOption {
 			return
 		}
 		o.name = name
+		o.sets("the name", fmt.Sprintf("fxcontroller.WithName(%q)", name))
 	}, "fxcontroller.WithName(%q)", name)
 }
 
@@ -84,7 +92,10 @@ func WithName(name string) HostedOption {
 // Each kind resolves with them to a store of the app's registry (see
 // storecache.New). Defaults to every object of every kind read.
 func WithCacheOptions(opts crcache.Options) HostedOption {
-	return newOption(func(o *options) { o.cacheOptions = &opts }, "fxcontroller.WithCacheOptions(cache.Options{...})")
+	return newOption(func(o *options) {
+		o.cacheOptions = &opts
+		o.sets("the cache options", "fxcontroller.WithCacheOptions(cache.Options{...})")
+	}, "fxcontroller.WithCacheOptions(cache.Options{...})")
 }
 
 // WithClientOptions gives a hosted operator (SetupWithManager) the client
@@ -93,7 +104,10 @@ func WithCacheOptions(opts crcache.Options) HostedOption {
 // FieldOwner. Its HTTP client, scheme, mapper and cache reader are the
 // app's.
 func WithClientOptions(opts client.Options) HostedOption {
-	return newOption(func(o *options) { o.clientOptions = &opts }, "fxcontroller.WithClientOptions(client.Options{...})")
+	return newOption(func(o *options) {
+		o.clientOptions = &opts
+		o.sets("the client options", "fxcontroller.WithClientOptions(client.Options{...})")
+	}, "fxcontroller.WithClientOptions(client.Options{...})")
 }
 
 // Watches makes changes to the objects of a secondary store enqueue primary
@@ -150,6 +164,7 @@ func WithMaxConcurrentReconciles(n int) interface {
 			return
 		}
 		o.maxConcurrent = n
+		o.sets("the concurrent reconciles", fmt.Sprintf("fxcontroller.WithMaxConcurrentReconciles(%d)", n))
 	}, "fxcontroller.WithMaxConcurrentReconciles(%d)", n)
 }
 
@@ -163,6 +178,7 @@ func WithRateLimiter(l workqueue.TypedRateLimiter[reconcile.Request]) Option {
 			return
 		}
 		o.rateLimiter = l
+		o.sets("the rate limiter", fmt.Sprintf("fxcontroller.WithRateLimiter(%s)", typeName(l)))
 	}, "fxcontroller.WithRateLimiter(%s)", typeName(l))
 }
 
@@ -173,7 +189,10 @@ func WithLeaderElection(need bool) interface {
 	Option
 	HostedOption
 } {
-	return newOption(func(o *options) { o.leaderElection = need }, "fxcontroller.WithLeaderElection(%t)", need)
+	return newOption(func(o *options) {
+		o.leaderElection = need
+		o.sets("leader election", fmt.Sprintf("fxcontroller.WithLeaderElection(%t)", need))
+	}, "fxcontroller.WithLeaderElection(%t)", need)
 }
 
 // WithLogger sets the logger the controller, and the logger in each
@@ -193,7 +212,52 @@ func WithLogger(l *zap.Logger) interface {
 			return
 		}
 		o.logger = l
+		o.sets("the logger", "fxcontroller.WithLogger("+name+")")
 	}, "fxcontroller.WithLogger(%s)", name)
+}
+
+// WithLogr sets the logger a hosted operator (SetupWithManager) logs
+// through: the logr.Logger its ctrl.Options.Logger held, such as
+// ctrl.Log. mgr.GetLogger returns it, named after the operator, and its
+// controllers and their reconciles' log.FromContext derive from it, as on
+// its manager. Defaults to the app's *zap.Logger; WithLogger and WithLogr
+// each set it, so give one.
+//
+// fxcontroller.LoggerFrom in a hosted reconcile returns the zap logger
+// beneath a zapr logger, and zap.NewNop() beneath any other.
+func WithLogr(l logr.Logger) HostedOption {
+	name := "logr.Logger{}"
+	if l.GetSink() != nil {
+		name = typeName(l.GetSink())
+	}
+	return newOption(func(o *options) {
+		if l.GetSink() == nil {
+			o.errs = append(o.errs, errors.New("WithLogr: the logger has no sink (a zero logr.Logger); pass the operator's logger, such as ctrl.Log"))
+			return
+		}
+		o.logr = &l
+		o.sets("the logger", "fxcontroller.WithLogr("+name+")")
+	}, "fxcontroller.WithLogr(%s)", name)
+}
+
+// sets records that call set what, such as "the logger".
+func (o *options) sets(what, call string) {
+	if o.calls == nil {
+		o.calls = map[string][]string{}
+	}
+	o.calls[what] = append(o.calls[what], call)
+}
+
+// setTwice reports what two of the options applied set: the last would
+// win in silence.
+func (o *options) setTwice() error {
+	var errs []error
+	for _, what := range slices.Sorted(maps.Keys(o.calls)) {
+		if calls := o.calls[what]; len(calls) > 1 {
+			errs = append(errs, fmt.Errorf("%s each set %s; give one", strings.Join(calls, " and "), what))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Write is a kind of change a controller makes to the API server, declared

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
@@ -42,6 +44,8 @@ func TestOptionsPrintTheirCall(t *testing.T) {
 		{fxcontroller.WithName("ops"), `fxcontroller.WithName("ops")`},
 		{fxcontroller.WithCacheOptions(crcache.Options{}), "fxcontroller.WithCacheOptions(cache.Options{...})"},
 		{fxcontroller.WithClientOptions(client.Options{}), "fxcontroller.WithClientOptions(client.Options{...})"},
+		{fxcontroller.WithLogr(funcr.New(func(string, string) {}, funcr.Options{})), "fxcontroller.WithLogr(*funcr.fnlogger)"},
+		{fxcontroller.WithLogr(logr.Logger{}), "fxcontroller.WithLogr(logr.Logger{})"},
 	}
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, tt.give.String())
