@@ -74,7 +74,8 @@ import (
 // webhook server, lifecycle.Webhooks, which starts before any store lists;
 // converters go to its one conversion registry (GetConverterRegistry).
 //
-// Options configure the operator: WithName, WithCacheOptions,
+// Options configure the operator: WithName, WithManagerOptions (the
+// ctrl.Options of its main, as they are), WithCacheOptions,
 // WithClientOptions, Writes (for the rbac command), WithLeaderElection,
 // WithMaxConcurrentReconciles, and WithLogger or WithLogr. Two options
 // that set one thing fail fx.New, naming both.
@@ -91,9 +92,16 @@ func SetupWithManager(setup func(manager.Manager) error, opts ...HostedOption) f
 	if err := errors.Join(append(o.errs, o.setTwice())...); err != nil {
 		return fx.Error(fmt.Errorf("fxcontroller.SetupWithManager(%s): %w", caller.Of(setup), err))
 	}
-	return fx.Provide(fx.Annotate(
-		func(p hostParams) (hostResult, error) { return host(p, caller.Of(setup), setup, o) },
-	))
+	tlsOpts := make([]lifecycle.WebhookTLSOption, len(o.webhookTLS))
+	for i, opt := range o.webhookTLS {
+		tlsOpts[i] = opt
+	}
+	return fx.Options(
+		fx.Provide(fx.Annotate(
+			func(p hostParams) (hostResult, error) { return host(p, caller.Of(setup), setup, o) },
+		)),
+		lifecycle.WebhookTLS(tlsOpts...),
+	)
 }
 
 // hostParams are what a hosted operator is built from.
@@ -250,6 +258,11 @@ func host(p hostParams, setupName string, setup func(manager.Manager) error, o o
 	if p.Config.SyncTimeout > 0 {
 		syncTimeout = p.Config.SyncTimeout
 	}
+	if o.manager != nil {
+		if err := checkScheme(o.manager.scheme, p.Scheme); err != nil {
+			return hostResult{}, fmt.Errorf("hosted operator %q: %w", o.name, err)
+		}
+	}
 	cacheOpts := crcache.Options{}
 	if o.cacheOptions != nil {
 		cacheOpts = *o.cacheOptions
@@ -292,6 +305,13 @@ func host(p hostParams, setupName string, setup func(manager.Manager) error, o o
 		},
 	}
 	m.controllerOptions.Logger = m.log
+	if o.manager != nil {
+		c := o.manager.controller
+		m.controllerOptions.GroupKindConcurrency = c.GroupKindConcurrency
+		m.controllerOptions.RecoverPanic = c.RecoverPanic
+		m.controllerOptions.UsePriorityQueue = c.UsePriorityQueue
+		m.controllerOptions.ReconciliationTimeout = c.ReconciliationTimeout
+	}
 	m.runnables = append(m.runnables, electedSignal{m.elected})
 
 	defer func() {

@@ -1,6 +1,7 @@
 package fxcontroller
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"maps"
@@ -69,6 +70,8 @@ type options struct {
 	name          string
 	cacheOptions  *crcache.Options
 	clientOptions *client.Options
+	manager       *managerOptions
+	webhookTLS    []func(*tls.Config)
 }
 
 // WithName names a hosted operator (SetupWithManager), in logs and as the

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -46,6 +47,7 @@ func TestOptionsPrintTheirCall(t *testing.T) {
 		{fxcontroller.WithClientOptions(client.Options{}), "fxcontroller.WithClientOptions(client.Options{...})"},
 		{fxcontroller.WithLogr(funcr.New(func(string, string) {}, funcr.Options{})), "fxcontroller.WithLogr(*funcr.fnlogger)"},
 		{fxcontroller.WithLogr(logr.Logger{}), "fxcontroller.WithLogr(logr.Logger{})"},
+		{fxcontroller.WithManagerOptions(manager.Options{}), "fxcontroller.WithManagerOptions(manager.Options{...})"},
 	}
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, tt.give.String())
