@@ -10,6 +10,7 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
@@ -53,7 +54,7 @@ func newRecorderProvider(p recorderParams) (RecorderProvider, error) {
 	if p.Logger != nil {
 		log = p.Logger.Named("events")
 	}
-	b := newBroadcasting(&events.EventSinkImpl{Interface: c}, &corev1client.EventSinkImpl{Interface: core.Events("")}, p.Scheme, zapr.NewLogger(log))
+	b := newBroadcasting(&events.EventSinkImpl{Interface: c}, core.Events(""), p.Scheme, zapr.NewLogger(log))
 	p.Lifecycle.Append(fx.StartStopHook(b.start, b.stop))
 	return b, nil
 }
@@ -66,10 +67,10 @@ func newRecorderProvider(p recorderParams) (RecorderProvider, error) {
 // neither broadcaster's queue. Events recorded while it is not running are
 // dropped.
 type broadcasting struct {
-	sink     events.EventSink
-	coreSink record.EventSink
-	scheme   *k8sruntime.Scheme
-	log      logr.Logger
+	sink       events.EventSink
+	coreEvents corev1client.EventInterface
+	scheme     *k8sruntime.Scheme
+	log        logr.Logger
 
 	mu          sync.RWMutex
 	ctx         context.Context // nil unless running
@@ -81,8 +82,8 @@ type broadcasting struct {
 
 var _ recorder.Provider = (*broadcasting)(nil)
 
-func newBroadcasting(sink events.EventSink, coreSink record.EventSink, scheme *k8sruntime.Scheme, log logr.Logger) *broadcasting {
-	return &broadcasting{sink: sink, coreSink: coreSink, scheme: scheme, log: log}
+func newBroadcasting(sink events.EventSink, coreEvents corev1client.EventInterface, scheme *k8sruntime.Scheme, log logr.Logger) *broadcasting {
+	return &broadcasting{sink: stoppingSink{EventSink: sink, log: log}, coreEvents: coreEvents, scheme: scheme, log: log}
 }
 
 func (b *broadcasting) start() {
@@ -94,7 +95,8 @@ func (b *broadcasting) start() {
 }
 
 // stop shuts the broadcasters down. Events still being written are
-// abandoned, as controller-runtime's manager does.
+// abandoned, as controller-runtime's manager does, and said so at debug
+// level (see stoppingSink).
 func (b *broadcasting) stop() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -131,8 +133,79 @@ func (b *broadcasting) newEventsBroadcaster() (events.EventBroadcaster, error) {
 // newCoreBroadcaster makes the core/v1 broadcaster; b.mu is held.
 func (b *broadcasting) newCoreBroadcaster() (record.EventBroadcaster, error) {
 	core := record.NewBroadcaster(record.WithContext(b.ctx))
-	core.StartRecordingToSink(b.coreSink)
+	core.StartRecordingToSink(coreSink{events: b.coreEvents, ctx: b.ctx, log: b.log})
 	return core, nil
+}
+
+// stoppingSink sends events.k8s.io/v1 Events. A write cut short by the
+// app's stop (its context ended) drops its event, logged at debug level:
+// client-go's broadcaster would log the write's "context canceled" as an
+// error and retry it, for an event nobody waits for any more.
+type stoppingSink struct {
+	events.EventSink
+	log logr.Logger
+}
+
+var _ events.EventSink = stoppingSink{}
+
+// Create implements events.EventSink.
+func (s stoppingSink) Create(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
+	got, err := s.EventSink.Create(ctx, e)
+	return droppedAtStop(ctx, s.log, e, got, err, e.Reason)
+}
+
+// Update implements events.EventSink.
+func (s stoppingSink) Update(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
+	got, err := s.EventSink.Update(ctx, e)
+	return droppedAtStop(ctx, s.log, e, got, err, e.Reason)
+}
+
+// Patch implements events.EventSink.
+func (s stoppingSink) Patch(ctx context.Context, e *eventsv1.Event, data []byte) (*eventsv1.Event, error) {
+	got, err := s.EventSink.Patch(ctx, e, data)
+	return droppedAtStop(ctx, s.log, e, got, err, e.Reason)
+}
+
+// coreSink sends core/v1 Events with ctx, the running broadcaster's, so
+// that the app's stop ends the writes in flight, and drops the events
+// they carried as stoppingSink does. (client-go's core/v1 sink writes
+// with a context that never ends.)
+type coreSink struct {
+	events corev1client.EventInterface
+	ctx    context.Context
+	log    logr.Logger
+}
+
+var _ record.EventSink = coreSink{}
+
+// Create implements record.EventSink.
+func (s coreSink) Create(e *corev1.Event) (*corev1.Event, error) {
+	got, err := s.events.CreateWithEventNamespaceWithContext(s.ctx, e)
+	return droppedAtStop(s.ctx, s.log, e, got, err, e.Reason)
+}
+
+// Update implements record.EventSink.
+func (s coreSink) Update(e *corev1.Event) (*corev1.Event, error) {
+	got, err := s.events.UpdateWithEventNamespaceWithContext(s.ctx, e)
+	return droppedAtStop(s.ctx, s.log, e, got, err, e.Reason)
+}
+
+// Patch implements record.EventSink.
+func (s coreSink) Patch(e *corev1.Event, data []byte) (*corev1.Event, error) {
+	got, err := s.events.PatchWithEventNamespaceWithContext(s.ctx, e, data)
+	return droppedAtStop(s.ctx, s.log, e, got, err, e.Reason)
+}
+
+// droppedAtStop returns a write's result, unless the write failed because
+// ctx ended, as the app stopped: then it logs the event as dropped, at
+// debug level, and returns sent as written without an error, so that the
+// broadcaster neither logs an error nor retries.
+func droppedAtStop[E any](ctx context.Context, log logr.Logger, sent, got *E, err error, reason string) (*E, error) {
+	if err == nil || ctx.Err() == nil {
+		return got, err
+	}
+	log.V(1).Info("event not sent: the app stopped", "reason", reason, "error", err.Error())
+	return sent, nil
 }
 
 // lazy is a recorder of a broadcaster of b, B, made on the first event
