@@ -42,6 +42,7 @@ import (
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/internal/testenv"
 	"github.com/fxkube/fxkube/lifecycle"
+	"github.com/fxkube/fxkube/lifecycle/lifecycletest"
 	v1 "github.com/fxkube/fxkube/test/webhooks/api/v1"
 	v2 "github.com/fxkube/fxkube/test/webhooks/api/v2"
 	"github.com/fxkube/fxkube/test/webhooks/internal/webhook"
@@ -104,16 +105,9 @@ func setUp(t *testing.T, namespace string) (envtest.WebhookInstallOptions, clien
 // hooks says, and modules.
 func newApp(t *testing.T, hooks envtest.WebhookInstallOptions, probes string, modules ...fx.Option) *fxtest.App {
 	t.Helper()
-	lc := lifecycle.Config{
-		HealthProbeBindAddress: probes,
-		SyncTimeout:            timeout,
-		Webhook: lifecycle.WebhookOptions{
-			Host: hooks.LocalServingHost,
-			Port: hooks.LocalServingPort,
-			Cert: lifecycle.CertFiles{Path: hooks.LocalServingCertDir},
-		},
-	}
-	return testenv.App(t, testenv.Config(t), lc, zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)),
+	cfg := lifecycletest.EnvtestConfig(hooks)
+	cfg.HealthProbeBindAddress, cfg.SyncTimeout = probes, timeout
+	return testenv.App(t, testenv.Config(t), cfg, zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)),
 		fxstore.AddToScheme(v1.AddToScheme, v2.AddToScheme),
 		fxcontroller.Module,
 		fx.Options(modules...),
