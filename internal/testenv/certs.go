@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -15,11 +16,42 @@ import (
 	"time"
 )
 
+// ServingCertificate returns a new self-signed serving certificate for
+// 127.0.0.1, valid for an hour, held only in memory, and the certificate
+// in PEM, for a client (an API server's caBundle) to trust.
+func ServingCertificate(tb testing.TB) (tls.Certificate, []byte) {
+	tb.Helper()
+	certPEM, keyPEM := servingCertificate(tb)
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cert, certPEM
+}
+
 // WriteServingCertificate writes a new self-signed serving certificate for
 // 127.0.0.1, valid for an hour, and its key to dir/tls.crt and dir/tls.key,
 // each file replaced whole, as a certificate rotation writes them. It
 // returns the certificate's DER, to compare with what a server presents.
 func WriteServingCertificate(tb testing.TB, dir string) []byte {
+	tb.Helper()
+	certPEM, keyPEM := servingCertificate(tb)
+	for name, data := range map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM} {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path+".new", data, 0o600); err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.Rename(path+".new", path); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	block, _ := pem.Decode(certPEM)
+	return block.Bytes
+}
+
+// servingCertificate makes a self-signed ECDSA serving certificate for
+// 127.0.0.1, valid for an hour, and returns it and its key in PEM.
+func servingCertificate(tb testing.TB) (certPEM, keyPEM []byte) {
 	tb.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -46,17 +78,6 @@ func WriteServingCertificate(tb testing.TB, dir string) []byte {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	for name, block := range map[string]*pem.Block{
-		"tls.crt": {Type: "CERTIFICATE", Bytes: der},
-		"tls.key": {Type: "EC PRIVATE KEY", Bytes: keyDER},
-	} {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path+".new", pem.EncodeToMemory(block), 0o600); err != nil {
-			tb.Fatal(err)
-		}
-		if err := os.Rename(path+".new", path); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	return der
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
 }

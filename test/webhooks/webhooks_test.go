@@ -14,8 +14,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,6 +72,14 @@ const timeout = 30 * time.Second
 // ends.
 func setUp(t *testing.T, namespace string) (envtest.WebhookInstallOptions, client.Client) {
 	t.Helper()
+	return setUpServing(t, namespace, nil)
+}
+
+// setUpServing is setUp, with the webhook server's certificate trusted by
+// the API server as caPEM, if not nil, in place of the one envtest
+// writes, whose files are removed.
+func setUpServing(t *testing.T, namespace string, caPEM []byte) (envtest.WebhookInstallOptions, client.Client) {
+	t.Helper()
 	cfg := testenv.Config(t)
 	hooks := envtest.WebhookInstallOptions{
 		Paths:            []string{filepath.Join("config", "webhook")},
@@ -78,6 +88,13 @@ func setUp(t *testing.T, namespace string) (envtest.WebhookInstallOptions, clien
 	}
 	require.NoError(t, hooks.PrepWithoutInstalling(), "make the serving certificates")
 	t.Cleanup(func() { assert.NoError(t, hooks.Cleanup()) })
+	if caPEM != nil {
+		dir := hooks.LocalServingCertDir
+		require.NoError(t, os.RemoveAll(dir), "remove envtest's certificate files")
+		require.NoDirExists(t, dir)
+		hooks.LocalServingCertDir, hooks.LocalServingCAData = "", caPEM
+		require.NoError(t, hooks.ModifyWebhookDefinitions(), "point the webhook configurations' caBundle at caPEM")
+	}
 	_, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{
 		Scheme:             scheme,
 		Paths:              []string{filepath.Join("config", "crd")},
@@ -186,6 +203,80 @@ func TestWebhooks(t *testing.T) {
 		}, timeout, 100*time.Millisecond, "the replaced certificate is served")
 		assert.NotEqual(t, before, rotated)
 	})
+}
+
+// memorySource serves a webhook certificate held in memory, as
+// approver-policy's dynamic source does. The operator runs it (mgr.Add),
+// and the webhook server asks it for the certificate of each handshake.
+type memorySource struct {
+	cert    tls.Certificate
+	running atomic.Bool
+}
+
+func (s *memorySource) Start(ctx context.Context) error {
+	s.running.Store(true)
+	<-ctx.Done()
+	return nil
+}
+
+func (s *memorySource) NeedLeaderElection() bool { return false }
+
+func (s *memorySource) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return &s.cert, nil
+}
+
+// TestWebhookCertificateFromMemory hosts an operator that serves its
+// webhook certificate from memory, through lifecycle.WebhookTLS: no
+// certificate file exists, and the API server's conversion and admission
+// calls succeed, trusting that certificate.
+func TestWebhookCertificateFromMemory(t *testing.T) {
+	const ns = "widgets-memory"
+	cert, certPEM := testenv.ServingCertificate(t)
+	hooks, c := setUpServing(t, ns, certPEM)
+	// envtest's certificate files are gone; the app is given none.
+	require.Empty(t, hooks.LocalServingCertDir)
+	source := &memorySource{cert: cert}
+	seen := make(chan reconcile.Request, 10)
+	app := newApp(t, hooks, "0",
+		lifecycle.WebhookTLS(func(c *tls.Config) { c.GetCertificate = source.GetCertificate }),
+		fxcontroller.SetupWithManager(func(mgr ctrl.Manager) error {
+			if err := mgr.Add(source); err != nil {
+				return err
+			}
+			if err := webhook.SetupWidgetWebhookWithManager(mgr); err != nil {
+				return err
+			}
+			return ctrl.NewControllerManagedBy(mgr).For(&v2.Widget{}).Complete(reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
+				select {
+				case seen <- req:
+				default:
+				}
+				return reconcile.Result{}, nil
+			}))
+		}, fxcontroller.WithName("memory-operator")),
+	)
+	// The v2 store's list of v1-stored Widgets went through /convert,
+	// which the API server called trusting the certificate in memory.
+	app.RequireStart()
+	t.Cleanup(app.RequireStop)
+	select {
+	case req := <-seen:
+		assert.Equal(t, "stored", req.Name)
+	case <-time.After(timeout):
+		t.Fatal("the controller did not reconcile the stored Widget")
+	}
+	assert.True(t, source.running.Load(), "the operator's source runs")
+
+	addr := net.JoinHostPort(hooks.LocalServingHost, strconv.Itoa(hooks.LocalServingPort))
+	assert.Equal(t, cert.Certificate[0], servedCertificate(t, addr), "the certificate in memory is served")
+	var w v2.Widget
+	require.NoError(t, c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "stored"}, &w), "conversion")
+	assert.Equal(t, int32(3), w.Spec.Replicas)
+	kubectl(t, widgetYAML(ns, "defaulted", 0), "apply", "-f", "-")
+	assert.Equal(t, "1", kubectl(t, "", "get", "widgets.v2.webhooks.example.fxkube.io", "-n", ns, "defaulted", "-o", "jsonpath={.spec.replicas}"),
+		"the defaulting webhook set replicas")
+	_, err := tryKubectl(t, widgetYAML(ns, "too-big", webhook.MaxReplicas+1), "apply", "-f", "-")
+	assert.ErrorContains(t, err, "is more than", "the validating webhook answered")
 }
 
 // TestFxNativeWebhooks registers the same webhooks without a hosted
