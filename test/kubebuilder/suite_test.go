@@ -64,12 +64,11 @@ var platforms = []platform{
 	{"fxkube", startFxkube},
 }
 
-// startControllerRuntime runs setup as a kubebuilder cmd/main.go does: on
-// a controller-runtime manager, without metrics or probe servers, which
-// the tests do not read.
-func startControllerRuntime(t *testing.T, cfg *rest.Config, setup func(ctrl.Manager) error) {
-	t.Helper()
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+// managerOptions are the manager's options, as a kubebuilder suite gives
+// them: the operator's scheme, a logger, and no metrics or probe servers,
+// which the tests do not read. Both platforms take them.
+func managerOptions(t *testing.T) ctrl.Options {
+	return ctrl.Options{
 		Scheme:                 scheme,
 		Logger:                 zapr.NewLogger(zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -78,7 +77,14 @@ func startControllerRuntime(t *testing.T, cfg *rest.Config, setup func(ctrl.Mana
 		// once per platform and -count, and controller-runtime refuses a
 		// controller name that it has seen before in the process.
 		Controller: config.Controller{SkipNameValidation: new(true)},
-	})
+	}
+}
+
+// startControllerRuntime runs setup as a kubebuilder cmd/main.go does: on
+// a controller-runtime manager.
+func startControllerRuntime(t *testing.T, cfg *rest.Config, setup func(ctrl.Manager) error) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(cfg, managerOptions(t))
 	require.NoError(t, err, "make the manager")
 	require.NoError(t, setup(mgr), "set the operator up")
 
