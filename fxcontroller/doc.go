@@ -78,6 +78,11 @@
 // over the app's registry, so its informers are the app's shared stores.
 // What it runs runs under the app's lifecycle.
 //
+// WithManagerOptions takes the ctrl.Options of the operator's main as
+// they are. What only a manager of its own could do fails fx.New, naming
+// the field and the flag to use instead. WithLogr gives it its logr
+// logger.
+//
 // # What a controller declares
 //
 // Info reports a controller's name, stores and declared writes. The app's
