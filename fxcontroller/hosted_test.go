@@ -366,7 +366,7 @@ func TestWithLogrCarriesThroughToControllers(t *testing.T) {
 		fx.Supply(&rest.Config{Host: "https://unconnected.invalid"}),
 		fxstore.Module,
 		fx.Provide(func(s *k8sruntime.Scheme) fxstore.Source {
-			return fxstoretest.NewSource(s, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "x"}})
+			return fxstoretest.NewSource(s, testenv.ConfigMap("a", "x"))
 		}),
 		fxcontroller.Module,
 		fxcontroller.SetupWithManager(func(mgr manager.Manager) error {

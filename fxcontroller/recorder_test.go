@@ -21,6 +21,7 @@ import (
 
 	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/internal/testenv"
 )
 
 // heldEvents is an API server whose event writes hang until the client
@@ -59,7 +60,7 @@ func TestRecorderStopsWithEventsInFlight(t *testing.T) {
 		fx.Populate(&recorders),
 	)
 	app.RequireStart()
-	cm := configMap("a", "x", nil)
+	cm := testenv.ConfigMap("a", "x")
 	recorders.GetEventRecorder("rollout").Eventf(cm, nil, corev1.EventTypeNormal, "Synced", "Sync", "in flight")
 	recorders.(recorder.Provider).GetEventRecorderFor("rollout").Event(cm, corev1.EventTypeNormal, "Legacy", "in flight")
 	var got []string
