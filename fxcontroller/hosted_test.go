@@ -202,7 +202,6 @@ func TestHostedManagerRefusals(t *testing.T) {
 		"Add after its setup function returned: add runnables in the setup function")
 	assert.ErrorContains(t, mgr.AddMetricsServerExtraHandler("/debug", http.NotFoundHandler()), `extra handler "/debug" on the metrics server is not supported`)
 	assert.ErrorContains(t, mgr.GetCache().Start(context.Background()), "the app starts and stops its stores")
-	assert.ErrorContains(t, mgr.GetCache().RemoveInformer(context.Background(), &corev1.ConfigMap{}), "cannot be removed")
 
 	var cm corev1.ConfigMap
 	err := mgr.GetClient().Get(context.Background(), client.ObjectKey{Namespace: "a", Name: "b"}, &cm)

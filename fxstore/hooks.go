@@ -29,6 +29,13 @@ func init() {
 		ForObject: func(r *Registry, example client.Object, spec Spec, opts ...Option) (any, error) {
 			return forObject(r, example, spec, opts...)
 		},
+		HoldObject: func(r *Registry, example client.Object, spec Spec, opts ...Option) (any, func(), error) {
+			e, release, err := r.hold(reflect.TypeOf(example), spec, newRequest(opts))
+			if err != nil {
+				return nil, nil, err
+			}
+			return &Store[client.Object]{e: e}, release, nil
+		},
 		FieldIndex:      fieldIndexNamed,
 		FieldIndexValue: namespacedValue,
 		IndexOnly:       indexOnly,

@@ -96,6 +96,13 @@ type cachedKind struct {
 	indexes atomic.Pointer[map[string]string]
 }
 
+// release gives back the cache's requests for ck's stores.
+func (ck *cachedKind) release() {
+	for _, ns := range ck.stores {
+		ns.release()
+	}
+}
+
 // The scope of a cachedKind's kind.
 const (
 	scopeUnknown int32 = iota
@@ -116,6 +123,7 @@ type namespaceStore struct {
 	namespace  string       // "" for all namespaces not listed elsewhere
 	spec       fxstore.Spec // the store's, as the cache requested it
 	store      *fxstore.Store[client.Object]
+	release    func() // gives the cache's request for the store back
 	noDeepCopy bool
 }
 
@@ -463,11 +471,15 @@ func (c *registryCache) kind(k cacheKind) (*cachedKind, error) {
 		if k.proj != fxstore.Typed {
 			spec.Kind = k.gvk
 		}
-		s, err := forObject(c.registry, example, spec, opts...)
+		held, release, err := storeHooks.HoldObject(c.registry, example, spec, opts...)
 		if err != nil {
+			ck.release()
 			return nil, err
 		}
-		ck.stores = append(ck.stores, namespaceStore{namespace: ns, spec: spec, store: s, noDeepCopy: cfg.UnsafeDisableDeepCopy != nil && *cfg.UnsafeDisableDeepCopy})
+		ck.stores = append(ck.stores, namespaceStore{
+			namespace: ns, spec: spec, store: held.(*fxstore.Store[client.Object]), release: release,
+			noDeepCopy: cfg.UnsafeDisableDeepCopy != nil && *cfg.UnsafeDisableDeepCopy,
+		})
 	}
 	delete(c.pending, k)
 	c.kinds[k] = ck
@@ -792,10 +804,33 @@ func (c *registryCache) informer(ctx context.Context, k cacheKind, opts []crcach
 	return u, nil
 }
 
-// RemoveInformer implements cache.Informers. Stores are shared and live as
-// long as the app, so it fails.
-func (c *registryCache) RemoveInformer(context.Context, client.Object) error {
-	return errors.New("fxstore: stores are shared by the app's modules and stop with the app; they cannot be removed")
+// RemoveInformer implements cache.Informers with controller-runtime's
+// semantics for this cache: it forgets obj's kind, its stores and its
+// field indexes, and a later read asks for them again. It gives back the
+// cache's requests for the stores: a store stops once no module or other
+// cache holds it.
+func (c *registryCache) RemoveInformer(_ context.Context, obj client.Object) error {
+	k, err := c.kindOf(obj)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.pending, k)
+	ck, ok := c.kinds[k]
+	if !ok {
+		return nil
+	}
+	delete(c.kinds, k)
+	if synced := c.synced.Load(); synced != nil {
+		if _, ok := (*synced)[k]; ok {
+			next := maps.Clone(*synced)
+			delete(next, k)
+			c.synced.Store(&next)
+		}
+	}
+	ck.release()
+	return nil
 }
 
 // Start implements cache.Informers. The app starts its stores, so it fails.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/fxstore/fxstoretest"
+	"github.com/fxkube/fxkube/internal/testenv"
 	"github.com/fxkube/fxkube/storecache"
 )
 
@@ -124,4 +125,40 @@ func TestOptionsPrintTheirCall(t *testing.T) {
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, tt.give.String())
 	}
+}
+
+// RemoveInformer gives back one cache's hold on a kind's store, as
+// controller-runtime's removes that cache's informer: another cache
+// reading the kind keeps its store, and once none holds it, the store
+// stops. A read afterwards asks for the store again.
+func TestRemoveInformerReleasesOneCachesHold(t *testing.T) {
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
+	a, err := storecache.New(r, mapper, crcache.Options{}, storecache.WithConsumer("a"))
+	require.NoError(t, err)
+	b, err := storecache.New(r, mapper, crcache.Options{}, storecache.WithConsumer("b"))
+	require.NoError(t, err)
+	src := fxstoretest.NewSource(clientgoscheme.Scheme, testenv.ConfigMap("ns", "x"))
+	fxstoretest.Start(t, r, src)
+	key := client.ObjectKey{Namespace: "ns", Name: "x"}
+	var cm corev1.ConfigMap
+	require.NoError(t, a.Get(t.Context(), key, &cm))
+	require.NoError(t, b.Get(t.Context(), key, &cm))
+	require.Len(t, r.Stores(), 1)
+	require.Equal(t, []string{"a", "b"}, r.Stores()[0].Consumers)
+
+	require.NoError(t, a.RemoveInformer(t.Context(), &corev1.ConfigMap{}))
+	require.NoError(t, a.RemoveInformer(t.Context(), &corev1.ConfigMap{}), "removing again does nothing")
+	require.Equal(t, []string{"b"}, r.Stores()[0].Consumers, "the other cache keeps its store")
+	require.NoError(t, src.Client().Create(t.Context(), testenv.ConfigMap("ns", "y")))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		require.NoError(c, b.Get(t.Context(), client.ObjectKey{Namespace: "ns", Name: "y"}, &cm))
+	}, 10*time.Second, 10*time.Millisecond, "the store still runs")
+
+	require.NoError(t, a.Get(t.Context(), key, &cm), "a read asks for the store again")
+	require.Equal(t, []string{"b", "a"}, r.Stores()[0].Consumers)
+	require.NoError(t, a.RemoveInformer(t.Context(), &corev1.ConfigMap{}))
+	require.NoError(t, b.RemoveInformer(t.Context(), &corev1.ConfigMap{}))
+	require.Empty(t, r.Stores(), "no cache holds it: it stops")
 }

@@ -46,6 +46,9 @@ type Hooks[R, K, S, O any] struct {
 	// controller-runtime cache's kinds are: the store holds objects of
 	// example's type. It returns an *fxstore.Store[client.Object].
 	ForObject func(r R, example client.Object, spec S, opts ...O) (any, error)
+	// HoldObject is ForObject for a request its caller releases: the
+	// store lives until release is called, unless others hold it.
+	HoldObject func(r R, example client.Object, spec S, opts ...O) (store any, release func(), err error)
 	// FieldIndex is fxstore.WithFieldIndex under the index name given,
 	// printed as call.
 	FieldIndex func(name string, extract client.IndexerFunc, call string) O
