@@ -52,8 +52,10 @@ func (e exitError) Error() string { return fmt.Sprintf("exit code %d", int(e)) }
 type flags struct {
 	lifecycle lifecycle.Config
 	shards    fxshard.Config
-	logLevel  string
-	logFormat string
+	// controllers is --controllers, in kube-controller-manager's syntax.
+	controllers []string
+	logLevel    string
+	logFormat   string
 	// zap is what controller-runtime's --zap-* flags set, starting from
 	// kubebuilder's zap.Options{Development: true}; zapNames are their
 	// names.
@@ -136,6 +138,7 @@ func (a *app) registerFlags(cmd *cobra.Command) {
 	fs.BoolVar(&lc.LeaderElection.Enabled, "leader-elect", false, "run controllers only on the replica holding the leader Lease")
 	fs.StringVar(&lc.LeaderElection.Namespace, "leader-election-namespace", "", "namespace of the leader Lease (default: the pod's namespace in a cluster, else the kubeconfig context's)")
 	fs.StringVar(&lc.LeaderElection.Name, "leader-election-id", a.name, "name of the leader Lease")
+	fs.StringSliceVar(&a.flags.controllers, "controllers", []string{"*"}, `controllers and hosted operators to run, as kube-controller-manager's flag: "*" runs all, "name" runs that one, "-name" leaves it out, such as "*,-mirror"`)
 	fs.IntVar(&a.flags.shards.Buckets, "shard-buckets", fxshard.DefaultBuckets, "buckets the keys of sharded controllers are hashed into, each owned by one replica at a time through a Lease; every replica must use the same")
 	fs.StringVar(&a.flags.shards.Namespace, "shard-namespace", "", "namespace of the sharding Leases (default: the pod's namespace in a cluster, else the kubeconfig context's)")
 	fs.StringVar(&a.flags.logLevel, "log-level", "info", "lowest level logged: debug, info, warn or error (or use the --zap-* flags instead)")
@@ -193,8 +196,12 @@ func (a *app) firstChanged(names ...string) string {
 func (a *app) graph(cfg *rest.Config, log *zap.Logger) fx.Option {
 	shards := a.flags.shards
 	shards.Name = a.name
+	selection, err := fxcontroller.Select(a.flags.controllers...)
+	if err != nil {
+		return fx.Error(err)
+	}
 	return fx.Options(
-		fx.Supply(cfg, log),
+		fx.Supply(cfg, log, selection),
 		fxstore.Module,
 		fxcontroller.Module,
 		fxshard.Options(shards),

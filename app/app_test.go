@@ -30,6 +30,9 @@ import (
 	"github.com/fxkube/fxkube/app"
 	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/modules/checksum"
+	"github.com/fxkube/fxkube/modules/mirror"
+	"github.com/fxkube/fxkube/modules/rollout"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -318,4 +321,56 @@ func TestDescribeMermaid(t *testing.T) {
 		assert.Contains(t, ids, s.Key+" sharded by "+s.ShardKey)
 	}
 	assert.Contains(t, out, `#quot;tier=front#quot;`, "quotes in keys are escaped")
+}
+
+// --controllers=*,-mirror leaves the example app's mirror module out: its
+// controllers do not run, the store only it asked for is not started, and
+// describe and rbac leave both out. An unknown name fails, listing the
+// known ones.
+func TestControllersFlagLeavesControllersOut(t *testing.T) {
+	modules := []fx.Option{rollout.Module, mirror.Module, checksum.Module}
+	graphOf := func(args ...string) app.Graph {
+		t.Helper()
+		out, err := execute(t, modules, append([]string{"describe", "-o", "json"}, args...)...)
+		require.NoError(t, err, out)
+		var g app.Graph
+		require.NoError(t, json.Unmarshal([]byte(out), &g), out)
+		return g
+	}
+	controllers := func(g app.Graph) []string {
+		var names []string
+		for _, c := range g.Controllers {
+			names = append(names, c.Name)
+		}
+		return names
+	}
+	stores := func(g app.Graph) []string {
+		var keys []string
+		for _, s := range g.Stores {
+			keys = append(keys, s.Key)
+		}
+		return keys
+	}
+	namespaces := `Namespace/v1 (all namespaces, metadata-only)`
+
+	all := graphOf()
+	assert.Equal(t, []string{"checksum", "mirror-configmaps", "mirror-secrets", "rollout"}, controllers(all))
+	assert.Contains(t, stores(all), namespaces)
+	without := graphOf("--controllers=*,-mirror")
+	assert.Equal(t, []string{"checksum", "rollout"}, controllers(without))
+	assert.NotContains(t, stores(without), namespaces, "only mirror asked for Namespaces")
+	for _, s := range without.Stores {
+		assert.NotContains(t, s.Consumers, "mirror-configmaps", s.Key)
+	}
+	assert.Equal(t, []string{"rollout"}, controllers(graphOf("--controllers=rollout")))
+
+	rbac, err := execute(t, modules, "rbac", "--controllers=*,-mirror")
+	require.NoError(t, err)
+	assert.NotContains(t, rbac, "namespaces", "no rule for mirror's Namespaces")
+	full, err := execute(t, modules, "rbac")
+	require.NoError(t, err)
+	assert.Contains(t, full, "namespaces")
+
+	_, err = execute(t, modules, "describe", "--controllers=*,-mirrors")
+	require.ErrorContains(t, err, `--controllers names ["mirrors"], which the app does not have; its controllers, their modules' packages and its hosted operators are ["checksum" "mirror" "mirror-configmaps" "mirror-secrets" "rollout"]`)
 }

@@ -215,6 +215,13 @@ func (c *Controller) Start(ctx context.Context) error {
 	return nil
 }
 
+// module is the Go package that declared the controller, such as
+// "rollout" for rollout.newController: the module it belongs to.
+func (c *Controller) module() string {
+	pkg, _, _ := strings.Cut(c.declaredBy, ".")
+	return pkg
+}
+
 // NeedLeaderElection implements manager.LeaderElectionRunnable; see
 // WithLeaderElection.
 func (c *Controller) NeedLeaderElection() bool { return c.needsLeader }

@@ -114,6 +114,7 @@ type hostParams struct {
 	Recorders  RecorderProvider
 	Logger     *zap.Logger      `optional:"true"`
 	Config     lifecycle.Config `optional:"true"`
+	Selection  Selection        `optional:"true"`
 	// Webhooks is the app's webhook server, which lifecycle.Module
 	// provides and serves.
 	Webhooks *lifecycle.Webhooks `optional:"true"`
@@ -129,7 +130,10 @@ type hostResult struct {
 
 // Hosted is a controller-runtime operator hosted with SetupWithManager.
 type Hosted struct {
-	name        string
+	name string
+	// disabled is set for an operator the app's Selection leaves out: it
+	// was not set up.
+	disabled    bool
 	info        Info
 	controllers map[string]reconcile.Reconciler // by controller name
 }
@@ -242,6 +246,9 @@ func (h *Hosted) Name() string { return h.name }
 func (h *Hosted) Info() Info { return h.info }
 
 func host(p hostParams, setupName string, setup func(manager.Manager) error, o options) (_ hostResult, err error) {
+	if !p.Selection.Enabled(o.name) {
+		return hostResult{Hosted: &Hosted{name: o.name, disabled: true}}, nil
+	}
 	log := zap.NewNop()
 	if p.Logger != nil {
 		log = p.Logger

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/fxkube/fxkube/connection"
+	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/internal/caller"
 )
 
@@ -109,9 +110,11 @@ type Controllers []*Controller
 type collectParams struct {
 	fx.In
 
-	Controllers []*Controller `group:"fxcontroller.controllers"`
-	Hosted      []*Hosted     `group:"fxcontroller.hosted"`
-	Logger      *zap.Logger   `optional:"true"`
+	Selection   Selection         `optional:"true"`
+	Registry    *fxstore.Registry `optional:"true"`
+	Controllers []*Controller     `group:"fxcontroller.controllers"`
+	Hosted      []*Hosted         `group:"fxcontroller.hosted"`
+	Logger      *zap.Logger       `optional:"true"`
 }
 
 // HostedOperators are the app's operators hosted with SetupWithManager,
@@ -147,6 +150,41 @@ func collect(p collectParams) (collectResult, error) {
 		}
 	}
 	hosted := slices.SortedFunc(slices.Values(p.Hosted), func(a, b *Hosted) int { return strings.Compare(a.name, b.name) })
+	// The selection names controllers and hosted operators the app has,
+	// whether it leaves them out or not.
+	var known []string
+	for _, c := range cs {
+		known = append(known, c.name, c.module())
+	}
+	for _, h := range hosted {
+		known = append(known, h.name)
+	}
+	if err := p.Selection.check(known); err != nil {
+		errs = append(errs, err)
+	}
+	// A controller left out gives back what its constructor asked for,
+	// unless a controller that runs was declared by the same function.
+	// The consumers a controller's requests are made under: its name, or
+	// its constructor's, fxstore's default.
+	running := map[string]bool{}
+	for _, c := range cs {
+		if p.Selection.Enabled(c.name, c.module()) {
+			running[c.name], running[c.declaredBy] = true, true
+		}
+	}
+	cs = slices.DeleteFunc(cs, func(c *Controller) bool {
+		if p.Selection.Enabled(c.name, c.module()) {
+			return false
+		}
+		for _, consumer := range []string{c.name, c.declaredBy} {
+			if p.Registry != nil && !running[consumer] {
+				storeHooks.ReleaseConsumer(p.Registry, consumer)
+				running[consumer] = true // once
+			}
+		}
+		return true
+	})
+	hosted = slices.DeleteFunc(hosted, func(h *Hosted) bool { return h.disabled })
 	// Hosted controllers' names are unique in the app too, as
 	// controller-runtime's manager requires of its own.
 	names := map[string]string{}

@@ -46,6 +46,36 @@ func Hold[T client.Object](ctx context.Context, r *Registry, spec Spec, opts ...
 	return &Held[T]{Store: &Store[T]{e: e}, release: func() { stop(); release() }}, nil
 }
 
+// recorded notes req, a request For made for e before Start, so that
+// releaseConsumer can give it back.
+func (r *Registry) recorded(e *entry, req request) {
+	if req.indexOnly {
+		return // no request to give back
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started {
+		return
+	}
+	if r.byConsumer == nil {
+		r.byConsumer = make(map[string][]func())
+	}
+	r.byConsumer[req.consumer] = append(r.byConsumer[req.consumer], sync.OnceFunc(func() { r.release(e, req) }))
+}
+
+// releaseConsumer gives back every request consumer made with For before
+// Start. fxcontroller gives back what the constructor of a controller the
+// app leaves out asked for.
+func (r *Registry) releaseConsumer(consumer string) {
+	r.mu.Lock()
+	releases := r.byConsumer[consumer]
+	delete(r.byConsumer, consumer)
+	r.mu.Unlock()
+	for _, release := range releases {
+		release()
+	}
+}
+
 // newRequest applies opts to a request.
 func newRequest(opts []Option) request {
 	var req request

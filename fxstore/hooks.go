@@ -40,6 +40,7 @@ func init() {
 		FieldIndexValue: namespacedValue,
 		IndexOnly:       indexOnly,
 		Started:         (*Registry).isStarted,
+		ReleaseConsumer: (*Registry).releaseConsumer,
 		CheckSpec: func(r *Registry, spec Spec) error {
 			_, err := spec.key(schema.GroupVersionKind{Version: "v1", Kind: "Check"}, Typed, &r.selectors)
 			return err

@@ -53,6 +53,9 @@ type Registry struct {
 	// object the stores take (see mutationDetector).
 	detector atomic.Pointer[mutationDetector]
 
+	// byConsumer holds, until Start, a release of each request For made,
+	// by consumer (see releaseConsumer).
+	byConsumer map[string][]func()
 	// startedStores and released count the stores started and released.
 	startedStores, released atomic.Int64
 
@@ -101,6 +104,7 @@ func For[T client.Object](r *Registry, spec Spec, opts ...Option) (*Store[T], er
 	if err != nil {
 		return nil, err
 	}
+	r.recorded(e, req)
 	return &Store[T]{e: e}, nil
 }
 
@@ -109,10 +113,12 @@ func For[T client.Object](r *Registry, spec Spec, opts ...Option) (*Store[T], er
 // and metadata-only stores, spec.Kind names the kind). The cache always
 // names its consumer.
 func forObject(r *Registry, example client.Object, spec Spec, opts ...Option) (*Store[client.Object], error) {
-	e, err := r.register(reflect.TypeOf(example), spec, newRequest(opts))
+	req := newRequest(opts)
+	e, err := r.register(reflect.TypeOf(example), spec, req)
 	if err != nil {
 		return nil, err
 	}
+	r.recorded(e, req)
 	return &Store[client.Object]{e: e}, nil
 }
 
@@ -261,6 +267,7 @@ func (r *Registry) Start(ctx context.Context, src Source) error {
 		return errors.New("fxstore: registry already started")
 	}
 	r.started = true
+	r.byConsumer = nil
 	r.cancel, r.src, r.runCtx = cancel, src, runCtx
 	var entries, views []*entry
 	parents := make(map[*entry]*entry)

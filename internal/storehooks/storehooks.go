@@ -62,6 +62,9 @@ type Hooks[R, K, S, O any] struct {
 	Started func(r R) bool
 	// CheckSpec reports what is wrong with spec, whatever its kind.
 	CheckSpec func(r R, spec S) error
+	// ReleaseConsumer gives back every request consumer made of r with
+	// fxstore.For before r started.
+	ReleaseConsumer func(r R, consumer string)
 	// Gate returns the gate a controller of store reconciles through, or
 	// nil: a sharded store's, given through its Buckets. store is a
 	// *fxstore.Store or a value that embeds one, such as *fxshard.Store.
