@@ -210,24 +210,22 @@ func forSeam(r *fxstore.Registry, s *seamStore, opts ...fxstore.Option) (seamRea
 		spec := s.spec
 		spec.Kind = configMapKind
 		st, err := fxstore.For[*metav1.PartialObjectMetadata](r, spec, opts...)
-		if err != nil {
-			return seamReader{}, err
-		}
-		return seamReader{
-			key:     st.Key(),
-			list:    func(o ...client.ListOption) ([]client.Object, error) { return objectsOf(st.List(o...)) },
-			byIndex: func(n, v string) ([]client.Object, error) { return objectsOf(st.ByIndex(n, v)) },
-		}, nil
+		return readerOf(st), err
 	}
 	st, err := fxstore.For[*corev1.ConfigMap](r, s.spec, opts...)
-	if err != nil {
-		return seamReader{}, err
+	return readerOf(st), err
+}
+
+// readerOf reads st, which may be nil.
+func readerOf[T client.Object](st *fxstore.Store[T]) seamReader {
+	if st == nil {
+		return seamReader{}
 	}
 	return seamReader{
 		key:     st.Key(),
 		list:    func(o ...client.ListOption) ([]client.Object, error) { return objectsOf(st.List(o...)) },
 		byIndex: func(n, v string) ([]client.Object, error) { return objectsOf(st.ByIndex(n, v)) },
-	}, nil
+	}
 }
 
 // findStore returns what r reports of the store with key, nil if none.

@@ -143,29 +143,13 @@ func TestWebhooks(t *testing.T) {
 	probes := testenv.LoopbackAddr(t)
 	seen := make(chan reconcile.Request, 10)
 	app := newApp(t, hooks, probes,
-		fxcontroller.SetupWithManager(func(mgr ctrl.Manager) error {
-			if err := webhook.SetupWidgetWebhookWithManager(mgr); err != nil {
-				return err
-			}
-			return ctrl.NewControllerManagedBy(mgr).For(&v2.Widget{}).Complete(reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
-				select {
-				case seen <- req:
-				default:
-				}
-				return reconcile.Result{}, nil
-			}))
-		}, fxcontroller.WithName("widget-operator")),
+		fxcontroller.SetupWithManager(widgetOperator(seen), fxcontroller.WithName("widget-operator")),
 	)
 	// Start returns once every store has synced: the v2 store's list of
 	// v1-stored Widgets went through /convert.
 	app.RequireStart()
 	t.Cleanup(app.RequireStop)
-	select {
-	case req := <-seen:
-		assert.Equal(t, "stored", req.Name)
-	case <-time.After(timeout):
-		t.Fatal("the controller did not reconcile the stored Widget")
-	}
+	requireReconciled(t, seen, "stored")
 	resp, err := http.Get("http://" + probes + "/readyz?verbose")
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
@@ -239,32 +223,14 @@ func TestWebhookCertificateFromMemory(t *testing.T) {
 	seen := make(chan reconcile.Request, 10)
 	app := newApp(t, hooks, "0",
 		lifecycle.WebhookTLS(func(c *tls.Config) { c.GetCertificate = source.GetCertificate }),
-		fxcontroller.SetupWithManager(func(mgr ctrl.Manager) error {
-			if err := mgr.Add(source); err != nil {
-				return err
-			}
-			if err := webhook.SetupWidgetWebhookWithManager(mgr); err != nil {
-				return err
-			}
-			return ctrl.NewControllerManagedBy(mgr).For(&v2.Widget{}).Complete(reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
-				select {
-				case seen <- req:
-				default:
-				}
-				return reconcile.Result{}, nil
-			}))
-		}, fxcontroller.WithName("memory-operator")),
+		fxcontroller.SetupWithManager(widgetOperator(seen, func(mgr ctrl.Manager) error { return mgr.Add(source) }),
+			fxcontroller.WithName("memory-operator")),
 	)
 	// The v2 store's list of v1-stored Widgets went through /convert,
 	// which the API server called trusting the certificate in memory.
 	app.RequireStart()
 	t.Cleanup(app.RequireStop)
-	select {
-	case req := <-seen:
-		assert.Equal(t, "stored", req.Name)
-	case <-time.After(timeout):
-		t.Fatal("the controller did not reconcile the stored Widget")
-	}
+	requireReconciled(t, seen, "stored")
 	assert.True(t, source.running.Load(), "the operator's source runs")
 
 	addr := net.JoinHostPort(hooks.LocalServingHost, strconv.Itoa(hooks.LocalServingPort))
@@ -355,4 +321,38 @@ func servedCertificate(t *testing.T, addr string) []byte {
 	require.NoError(t, err)
 	defer func() { _ = conn.Close() }()
 	return conn.ConnectionState().PeerCertificates[0].Raw
+}
+
+// widgetOperator is the widget operator's setup: its webhooks, and a
+// controller of v2 Widgets that sends each request it reconciles to seen.
+// Setups of its own run first.
+func widgetOperator(seen chan<- reconcile.Request, setups ...func(ctrl.Manager) error) func(ctrl.Manager) error {
+	return func(mgr ctrl.Manager) error {
+		for _, setup := range setups {
+			if err := setup(mgr); err != nil {
+				return err
+			}
+		}
+		if err := webhook.SetupWidgetWebhookWithManager(mgr); err != nil {
+			return err
+		}
+		return ctrl.NewControllerManagedBy(mgr).For(&v2.Widget{}).Complete(reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
+			select {
+			case seen <- req:
+			default:
+			}
+			return reconcile.Result{}, nil
+		}))
+	}
+}
+
+// requireReconciled waits for the controller to reconcile the Widget name.
+func requireReconciled(t *testing.T, seen <-chan reconcile.Request, name string) {
+	t.Helper()
+	select {
+	case req := <-seen:
+		assert.Equal(t, name, req.Name)
+	case <-time.After(timeout):
+		t.Fatalf("the controller did not reconcile the Widget %q", name)
+	}
 }
