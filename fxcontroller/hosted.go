@@ -73,6 +73,10 @@ import (
 // defaulting, validating and conversion) are served by the app's one
 // webhook server, lifecycle.Webhooks, which starts before any store lists;
 // converters go to its one conversion registry (GetConverterRegistry).
+// The manager's webhook server holds only the operator's own paths
+// (lifecycle.Webhooks.Operator): a path two operators register is served
+// by one handler running both operators' webhooks, in the order the
+// operators were set up.
 //
 // Options configure the operator: WithName, WithManagerOptions (the
 // ctrl.Options of its main, as they are), WithCacheOptions,
@@ -283,23 +287,25 @@ func host(p hostParams, setupName string, setup func(manager.Manager) error, o o
 	if err != nil {
 		return hostResult{}, fmt.Errorf("hosted operator %q: %w", o.name, err)
 	}
-	webhooks := p.Webhooks
-	if webhooks == nil {
+	appWebhooks := p.Webhooks
+	if appWebhooks == nil {
 		// Registrations are kept to say why they are not served.
-		if webhooks, err = lifecycle.NewWebhooks(lifecycle.Config{}); err != nil {
+		if appWebhooks, err = lifecycle.NewWebhooks(lifecycle.Config{}); err != nil {
 			return hostResult{}, err
 		}
 	}
+	webhooks := appWebhooks.Operator(o.name)
 	m := &hostedManager{
-		name:      o.name,
-		conn:      p.Connection,
-		scheme:    p.Scheme,
-		cache:     c,
-		client:    cl,
-		recorders: p.Recorders,
-		log:       logr.New(&namingSink{LogSink: sink}),
-		webhooks:  webhooks,
-		elected:   make(chan struct{}),
+		name:       o.name,
+		conn:       p.Connection,
+		scheme:     p.Scheme,
+		cache:      c,
+		client:     cl,
+		recorders:  p.Recorders,
+		log:        logr.New(&namingSink{LogSink: sink}),
+		webhooks:   webhooks,
+		converters: appWebhooks.ConverterRegistry(),
+		elected:    make(chan struct{}),
 		controllerOptions: config.Controller{
 			// Names are checked per app: several apps may share a process.
 			SkipNameValidation:      new(true),
@@ -335,7 +341,7 @@ func host(p hostParams, setupName string, setup func(manager.Manager) error, o o
 	if err := webhooks.Err(); err != nil {
 		return hostResult{}, fmt.Errorf("hosted operator %q: %w", o.name, err)
 	}
-	if paths := webhooks.Paths(); p.Webhooks == nil && len(paths) > 0 {
+	if paths := appWebhooks.Paths(); p.Webhooks == nil && len(paths) > 0 {
 		return hostResult{}, fmt.Errorf("hosted operator %q registers webhooks %q, but the app has no lifecycle.Module to serve them; build the app with lifecycle.Options", o.name, paths)
 	}
 	h := &Hosted{name: o.name, controllers: map[string]reconcile.Reconciler{}, info: Info{
@@ -403,7 +409,8 @@ type hostedManager struct {
 	client            client.Client
 	recorders         RecorderProvider
 	log               logr.Logger
-	webhooks          *lifecycle.Webhooks
+	webhooks          *lifecycle.OperatorWebhooks
+	converters        conversion.Registry
 	controllerOptions config.Controller
 	elected           chan struct{}
 
@@ -417,21 +424,19 @@ type hostedManager struct {
 
 var _ manager.Manager = (*hostedManager)(nil)
 
-func (m *hostedManager) GetHTTPClient() *http.Client             { return m.conn.HTTPClient }
-func (m *hostedManager) GetConfig() *rest.Config                 { return m.conn.Config }
-func (m *hostedManager) GetCache() crcache.Cache                 { return m.cache }
-func (m *hostedManager) GetScheme() *k8sruntime.Scheme           { return m.scheme }
-func (m *hostedManager) GetClient() client.Client                { return m.client }
-func (m *hostedManager) GetFieldIndexer() client.FieldIndexer    { return m.cache }
-func (m *hostedManager) GetRESTMapper() meta.RESTMapper          { return m.conn.Mapper }
-func (m *hostedManager) GetAPIReader() client.Reader             { return m.conn.Client }
-func (m *hostedManager) GetLogger() logr.Logger                  { return m.log }
-func (m *hostedManager) GetControllerOptions() config.Controller { return m.controllerOptions }
-func (m *hostedManager) GetWebhookServer() webhook.Server        { return m.webhooks }
-func (m *hostedManager) GetConverterRegistry() conversion.Registry {
-	return m.webhooks.ConverterRegistry()
-}
-func (m *hostedManager) Elected() <-chan struct{} { return m.elected }
+func (m *hostedManager) GetHTTPClient() *http.Client               { return m.conn.HTTPClient }
+func (m *hostedManager) GetConfig() *rest.Config                   { return m.conn.Config }
+func (m *hostedManager) GetCache() crcache.Cache                   { return m.cache }
+func (m *hostedManager) GetScheme() *k8sruntime.Scheme             { return m.scheme }
+func (m *hostedManager) GetClient() client.Client                  { return m.client }
+func (m *hostedManager) GetFieldIndexer() client.FieldIndexer      { return m.cache }
+func (m *hostedManager) GetRESTMapper() meta.RESTMapper            { return m.conn.Mapper }
+func (m *hostedManager) GetAPIReader() client.Reader               { return m.conn.Client }
+func (m *hostedManager) GetLogger() logr.Logger                    { return m.log }
+func (m *hostedManager) GetControllerOptions() config.Controller   { return m.controllerOptions }
+func (m *hostedManager) GetWebhookServer() webhook.Server          { return m.webhooks }
+func (m *hostedManager) GetConverterRegistry() conversion.Registry { return m.converters }
+func (m *hostedManager) Elected() <-chan struct{}                  { return m.elected }
 
 // GetEventRecorder returns the app's events.k8s.io/v1 recorder for name.
 func (m *hostedManager) GetEventRecorder(name string) recorder.EventRecorder {

@@ -67,6 +67,11 @@ func validating(mgr manager.Manager) error {
 	return nil
 }
 
+func plainHook(mgr manager.Manager) error {
+	mgr.GetWebhookServer().Register("/hook", http.NotFoundHandler())
+	return nil
+}
+
 func panickingSetup(manager.Manager) error { panic("nil map") }
 
 func TestSetupWithManagerBadInput(t *testing.T) {
@@ -145,12 +150,12 @@ func TestSetupWithManagerBadInput(t *testing.T) {
 			want: []string{"SyncPeriod is not supported: stores do not resync; return reconcile.Result{RequeueAfter: d} to reconcile periodically"},
 		},
 		{
-			name: "one webhook path registered by two operators",
+			name: "one plain webhook path registered by two operators",
 			give: []fx.Option{lifecycle.Module,
-				fxcontroller.SetupWithManager(validating, fxcontroller.WithName("a")),
-				fxcontroller.SetupWithManager(validating, fxcontroller.WithName("b")),
+				fxcontroller.SetupWithManager(plainHook, fxcontroller.WithName("a")),
+				fxcontroller.SetupWithManager(plainHook, fxcontroller.WithName("b")),
 			},
-			want: []string{`hosted operator "b": webhook path /validate registered twice; each path has one handler`},
+			want: []string{`webhook path /hook is registered by hosted operator "a" and by hosted operator "b"`, "serve one of them at a path of its own"},
 		},
 		{
 			name: "webhooks without lifecycle.Module",

@@ -47,18 +47,33 @@ func Webhook(path string, handler http.Handler) fx.Option {
 // Its TLS settings are the app's (Config.TLS, EnableHTTP2), then those
 // modules add with WebhookTLS.
 //
-// Every module and every hosted controller-runtime operator
+// Every module registers on this one server, and converters on its one
+// conversion registry. Each hosted controller-runtime operator
 // (fxcontroller.SetupWithManager: mgr.GetWebhookServer,
-// ctrl.NewWebhookManagedBy) registers on this one server, and converters
-// on its one conversion registry. Registrations are made while the app is
-// built; a path registered twice fails the app's build, naming it.
+// ctrl.NewWebhookManagedBy) registers through its own view, Operator, which
+// holds only its own paths. Registrations are made while the app is built.
+//
+// A path registered by several operators is served by one handler that
+// runs each operator's admission webhook, in the order registered:
+//   - defaulters: each sees the object as the previous ones patched it, and
+//     the response carries one JSON patch, their patches in order;
+//   - validators: each is called; the first denial is the answer;
+//   - warnings of all are returned.
+//
+// What cannot be combined fails the app's build, naming the path and both
+// registrants: one registrant registering a path twice, or a path whose
+// handlers are not all admission webhooks (*admission.Webhook), such as a
+// conversion webhook at a path of its own. /convert is one handler over
+// the app's scheme and conversion registry, so it serves every
+// operator's converters, and one registration serves all.
 type Webhooks struct {
 	server     webhook.Server
 	converters conversion.Registry
 	addr       string
 
 	mu      sync.Mutex
-	paths   []string
+	paths   []string                // in the order registered
+	entries map[string]*webhookPath // by path
 	errs    []error
 	started bool
 }
@@ -89,6 +104,7 @@ func newWebhookServer(cfg Config, opts []WebhookTLSOption, handlers []WebhookHan
 			TLSOpts:  tlsOpts,
 		}),
 		converters: conversion.NewRegistry(),
+		entries:    map[string]*webhookPath{},
 		addr:       fmt.Sprintf("%s:%d", cfg.Webhook.Host, cfg.Webhook.Port),
 	}
 	for _, h := range handlers {
@@ -111,20 +127,33 @@ func newWebhooks(p webhooksParams) (*Webhooks, error) {
 
 // Register implements webhook.Server: hook is served at path once the app
 // starts. Registering a path twice, or after the app has started, is an
-// error that Err returns (controller-runtime's server panics).
+// error that Err returns (controller-runtime's server panics). A hosted
+// operator registers through its view, Operator.
 func (w *Webhooks) Register(path string, hook http.Handler) {
+	if err := w.register("", path, hook); err != nil {
+		w.mu.Lock()
+		w.errs = append(w.errs, err)
+		w.mu.Unlock()
+	}
+}
+
+// register serves hook at path for registrant (an operator's name, or ""
+// for the app's modules), combining it with the handlers registered before
+// it at path.
+func (w *Webhooks) register(registrant, path string, hook http.Handler) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	switch {
-	case w.started:
-		w.errs = append(w.errs, fmt.Errorf("webhook %s registered after the app started; register webhooks while the app is built", path))
-		return
-	case slices.Contains(w.paths, path):
-		w.errs = append(w.errs, fmt.Errorf("webhook path %s registered twice; each path has one handler (two hosted operators webhooking one kind: keep it in one)", path))
-		return
+	if w.started {
+		return fmt.Errorf("webhook %s registered after the app started; register webhooks while the app is built", path)
 	}
-	w.paths = append(w.paths, path)
-	w.server.Register(path, hook)
+	e, ok := w.entries[path]
+	if !ok {
+		e = &webhookPath{path: path}
+		w.entries[path] = e
+		w.paths = append(w.paths, path)
+		w.server.Register(path, e)
+	}
+	return e.add(registrant, hook)
 }
 
 // Err returns what went wrong with registrations.
@@ -141,6 +170,30 @@ func (w *Webhooks) Paths() []string {
 	return slices.Clone(w.paths)
 }
 
+// WebhookInfo describes a path the app's webhook server serves.
+type WebhookInfo struct {
+	Path string
+	// Type is "mutating" (a defaulter), "validating", "conversion",
+	// "admission" (another admission webhook) or "http" (a plain
+	// http.Handler).
+	Type string
+	// Operators are the hosted operators whose handlers serve the path, in
+	// the order they run; "" stands for the app's modules.
+	Operators []string
+}
+
+// Served returns the paths served, in the order registered.
+func (w *Webhooks) Served() []WebhookInfo {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	infos := make([]WebhookInfo, len(w.paths))
+	for i, path := range w.paths {
+		e := w.entries[path]
+		infos[i] = WebhookInfo{Path: path, Type: e.typ(), Operators: slices.Clone(e.registrants)}
+	}
+	return infos
+}
+
 // ConverterRegistry is the app's conversion registry, which
 // controller-runtime's webhook builder fills (a hosted manager's
 // GetConverterRegistry) and the /convert handler reads.
@@ -152,7 +205,7 @@ func (w *Webhooks) ConverterRegistry() conversion.Registry { return w.converters
 // It is registered once, however many modules ask.
 func (w *Webhooks) RegisterConversion(scheme *k8sruntime.Scheme) {
 	w.mu.Lock()
-	registered := slices.Contains(w.paths, convertPath)
+	_, registered := w.entries[convertPath]
 	w.mu.Unlock()
 	if !registered {
 		w.Register(convertPath, conversion.NewWebhookHandler(scheme, w.converters))
@@ -191,6 +244,62 @@ func (w *Webhooks) serving() bool {
 	defer w.mu.Unlock()
 	return len(w.paths) > 0
 }
+
+// Operator returns the webhook server hosted operator name registers on:
+// its paths are served by w, and its WebhookMux holds only its own, so
+// that controller-runtime's webhook builder, which skips a path its
+// server already handles, registers every path the operator webhooks.
+// Err returns what went wrong with its registrations.
+func (w *Webhooks) Operator(name string) *OperatorWebhooks {
+	return &OperatorWebhooks{app: w, name: name, mux: http.NewServeMux()}
+}
+
+// OperatorWebhooks is a hosted operator's view of the app's webhook
+// server (see Webhooks.Operator).
+type OperatorWebhooks struct {
+	app  *Webhooks
+	name string
+
+	mu   sync.Mutex
+	mux  *http.ServeMux // the operator's own paths
+	errs []error
+}
+
+var _ webhook.Server = (*OperatorWebhooks)(nil)
+
+// Register implements webhook.Server: hook is served at path, with the
+// other operators' handlers for path, once the app starts.
+func (o *OperatorWebhooks) Register(path string, hook http.Handler) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err := o.app.register(o.name, path, hook); err != nil {
+		o.errs = append(o.errs, err)
+		return
+	}
+	o.mux.Handle(path, hook)
+}
+
+// Err returns what went wrong with the operator's registrations.
+func (o *OperatorWebhooks) Err() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return errors.Join(o.errs...)
+}
+
+// WebhookMux implements webhook.Server: the operator's own paths. A
+// handler added to it directly, not with Register, is not served.
+func (o *OperatorWebhooks) WebhookMux() *http.ServeMux { return o.mux }
+
+// Start implements webhook.Server. The app starts its webhook server; a
+// module calling Start gets an error.
+func (o *OperatorWebhooks) Start(ctx context.Context) error { return o.app.Start(ctx) }
+
+// NeedLeaderElection implements webhook.Server: webhooks serve on every
+// replica.
+func (o *OperatorWebhooks) NeedLeaderElection() bool { return false }
+
+// StartedChecker implements webhook.Server: the app's server's.
+func (o *OperatorWebhooks) StartedChecker() healthz.Checker { return o.app.StartedChecker() }
 
 // seal ends registration, as the app starts, and returns the paths to
 // serve.
