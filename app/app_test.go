@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -25,11 +26,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
 
 	"github.com/fxkube/fxkube/app"
 	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/lifecycle"
 	"github.com/fxkube/fxkube/modules/checksum"
 	"github.com/fxkube/fxkube/modules/mirror"
 	"github.com/fxkube/fxkube/modules/rollout"
@@ -233,6 +236,52 @@ func TestDescribeHostedOperators(t *testing.T) {
 	assert.Contains(t, out, "Octopus.sea.example.com/v1 (all namespaces, unstructured)\n    consumers: sea-operator\n")
 	assert.Contains(t, out, "Hosted controller-runtime operators (their stores name them as consumers):\n  sea-operator (set up by app_test.init.func")
 	assert.Contains(t, out, "    controllers: tentacles\n    writes:  configmaps (create,delete)\n")
+}
+
+// podDefaulter defaults and validates Pods, as jobset and
+// LeaderWorkerSet each do.
+type podDefaulter struct{}
+
+func (podDefaulter) Default(context.Context, *corev1.Pod) error { return nil }
+func (podDefaulter) ValidateCreate(context.Context, *corev1.Pod) (admission.Warnings, error) {
+	return nil, nil
+}
+func (podDefaulter) ValidateUpdate(context.Context, *corev1.Pod, *corev1.Pod) (admission.Warnings, error) {
+	return nil, nil
+}
+func (podDefaulter) ValidateDelete(context.Context, *corev1.Pod) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func podWebhooks(mgr manager.Manager) error {
+	return ctrl.NewWebhookManagedBy(mgr, &corev1.Pod{}).WithDefaulter(podDefaulter{}).WithValidator(podDefaulter{}).Complete()
+}
+
+// describe lists each webhook path, its type and kind, and the operators
+// serving it, in the order their handlers run.
+func TestDescribeWebhooks(t *testing.T) {
+	modules := []fx.Option{
+		fxcontroller.SetupWithManager(podWebhooks, fxcontroller.WithName("jobset")),
+		fxcontroller.SetupWithManager(podWebhooks, fxcontroller.WithName("lws")),
+		fx.Invoke(func(w *lifecycle.Webhooks) { w.Register("/hello", http.NotFoundHandler()) }),
+	}
+	out, err := execute(t, modules, "describe")
+	require.NoError(t, err)
+	t.Log(out)
+	assert.Contains(t, out, "\nWebhooks (operations are the webhook configurations'):\n"+
+		"  /mutate--v1-pod (mutating, Pod/v1)\n    served by: jobset, lws, in this order\n"+
+		"  /validate--v1-pod (validating, Pod/v1)\n    served by: jobset, lws, in this order\n"+
+		"  /hello (http)\n    served by: (modules)\n")
+
+	out, err = execute(t, modules, "describe", "-o", "json")
+	require.NoError(t, err)
+	var g app.Graph
+	require.NoError(t, json.Unmarshal([]byte(out), &g))
+	assert.Equal(t, []app.Webhook{
+		{Path: "/mutate--v1-pod", Type: "mutating", Kind: "Pod/v1", ServedBy: []string{"jobset", "lws"}},
+		{Path: "/validate--v1-pod", Type: "validating", Kind: "Pod/v1", ServedBy: []string{"jobset", "lws"}},
+		{Path: "/hello", Type: "http", ServedBy: []string{"(modules)"}},
+	}, g.Webhooks)
 }
 
 func TestRBACNamesResourcesThroughMappings(t *testing.T) {

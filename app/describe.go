@@ -26,6 +26,7 @@ import (
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/internal/listwatch"
 	"github.com/fxkube/fxkube/internal/storehooks"
+	"github.com/fxkube/fxkube/lifecycle"
 )
 
 // storeHooks are what fxstore's registry does for app and not for users.
@@ -46,8 +47,25 @@ type Graph struct {
 	// Hosted are the controller-runtime operators hosted with
 	// fxcontroller.SetupWithManager. Their stores name them as consumers.
 	Hosted []Hosted `json:"hosted,omitempty"`
+	// Webhooks are the paths the app's webhook server serves.
+	Webhooks []Webhook `json:"webhooks,omitempty"`
 	// Sharding describes the sharded stores (fxshard), when there are any.
 	Sharding *Sharding `json:"sharding,omitempty"`
+}
+
+// Webhook is one path of the app's webhook server.
+type Webhook struct {
+	Path string `json:"path"`
+	// Type is mutating, validating, conversion, admission (another
+	// admission webhook) or http (a plain handler).
+	Type string `json:"type"`
+	// Kind is the kind a mutating or validating webhook admits, as its
+	// path (controller-runtime's builder's) names it; "" when the path
+	// names none of the scheme's kinds.
+	Kind string `json:"kind,omitempty"`
+	// ServedBy are the hosted operators whose handlers serve the path, in
+	// the order they run; "(modules)" stands for the app's own modules.
+	ServedBy []string `json:"servedBy"`
 }
 
 // Sharding is the sharded stores of the Graph and their Leases.
@@ -155,25 +173,32 @@ type Controller struct {
 // needed: building the graph does no I/O, so nothing ever connects to it.
 var unconnected = &rest.Config{Host: "https://unconnected.invalid"}
 
+// declared is what an app's modules declared, as built and not started.
+type declared struct {
+	reg      *fxstore.Registry
+	ctrls    fxcontroller.Controllers
+	hosted   fxcontroller.HostedOperators
+	shards   *fxshard.Shards
+	webhooks *lifecycle.Webhooks
+}
+
 // graphOf builds the app's fx graph without starting it and returns what the
 // modules declared.
-func (a *app) graphOf() (*fxstore.Registry, fxcontroller.Controllers, fxcontroller.HostedOperators, *fxshard.Shards, error) {
-	var (
-		reg    *fxstore.Registry
-		ctrls  fxcontroller.Controllers
-		hosted fxcontroller.HostedOperators
-		shards *fxshard.Shards
-	)
-	fxApp := fx.New(fx.NopLogger, a.graph(unconnected, zap.NewNop()), fx.Populate(&reg, &ctrls, &hosted, &shards))
+func (a *app) graphOf() (declared, error) {
+	var d declared
+	// With the lifecycle, whose webhook server hosted operators register
+	// on; nothing of it runs.
+	fxApp := fx.New(a.graph(unconnected, zap.NewNop()), lifecycle.Options(a.flags.lifecycle), fx.NopLogger,
+		fx.Populate(&d.reg, &d.ctrls, &d.hosted, &d.shards, &d.webhooks))
 	if err := fxApp.Err(); err != nil {
-		return nil, nil, nil, nil, err
+		return declared{}, err
 	}
-	for _, h := range hosted {
+	for _, h := range d.hosted {
 		if err := h.Declare(context.Background()); err != nil {
-			return nil, nil, nil, nil, err
+			return declared{}, err
 		}
 	}
-	return reg, ctrls, hosted, shards, nil
+	return d, nil
 }
 
 // describe returns the app's Graph; with cluster, its sharding group as
@@ -181,15 +206,16 @@ func (a *app) graphOf() (*fxstore.Registry, fxcontroller.Controllers, fxcontroll
 func (a *app) describe(ctx context.Context, cluster bool) (Graph, error) {
 	// The Leases are where run would put them.
 	a.defaultLeaseNamespaces(zap.NewNop(), true)
-	reg, ctrls, hosted, shards, err := a.graphOf()
+	d, err := a.graphOf()
 	if err != nil {
 		return Graph{}, err
 	}
-	g := NewGraph(reg, ctrls, hosted)
-	info := shards.Info()
-	g.addSharding(info, ctrls)
+	g := NewGraph(d.reg, d.ctrls, d.hosted)
+	g.AddWebhooks(d.webhooks, d.reg.Scheme())
+	info := d.shards.Info()
+	g.addSharding(info, d.ctrls)
 	if cluster && g.Sharding != nil {
-		if g.Sharding.Live, err = a.liveSharding(ctx, info, reg.Scheme()); err != nil {
+		if g.Sharding.Live, err = a.liveSharding(ctx, info, d.reg.Scheme()); err != nil {
 			return Graph{}, err
 		}
 	}
@@ -338,6 +364,34 @@ func NewGraph(reg *fxstore.Registry, ctrls fxcontroller.Controllers, hosted fxco
 	return g
 }
 
+// AddWebhooks adds the paths w serves, with the kinds scheme has that
+// their paths name.
+func (g *Graph) AddWebhooks(w *lifecycle.Webhooks, scheme *k8sruntime.Scheme) {
+	if w == nil {
+		return
+	}
+	kinds := map[string]string{} // by the builder's paths
+	for gvk := range scheme.AllKnownTypes() {
+		name := gvk.Kind + "/" + gvk.Version
+		if gvk.Group != "" {
+			name = gvk.Kind + "." + gvk.Group + "/" + gvk.Version
+		}
+		// As controller-runtime's builder names a kind's webhook paths.
+		suffix := "-" + strings.ReplaceAll(gvk.Group, ".", "-") + "-" + gvk.Version + "-" + strings.ToLower(gvk.Kind)
+		kinds["/mutate"+suffix], kinds["/validate"+suffix] = name, name
+	}
+	for _, info := range w.Served() {
+		gw := Webhook{Path: info.Path, Type: info.Type, Kind: kinds[info.Path]}
+		for _, op := range info.Operators {
+			if op == "" {
+				op = "(modules)"
+			}
+			gw.ServedBy = append(gw.ServedBy, op)
+		}
+		g.Webhooks = append(g.Webhooks, gw)
+	}
+}
+
 // addSharding describes the app's sharded stores, if it has any.
 func (g *Graph) addSharding(info fxshard.Info, ctrls fxcontroller.Controllers) {
 	if len(info.Stores) == 0 {
@@ -379,6 +433,7 @@ With --cluster, also read the sharding group from the cluster of --kubeconfig
    "controllers": [{"name", "declaredBy", "primary", "secondary": [...],
                     "writes": [...], "needsLeader"}],
    "hosted": [{"name", "declaredBy", "controllers": [...], "writes": [...]}],
+   "webhooks": [{"path", "type", "kind", "servedBy": [...]}],
    "sharding": {"group", "buckets", "error",
                 "stores": [{"key", "shardKey", "controllers": [...]}],
                 "live": {"handovers", "members": [{"identity", "buckets": [...], "objects", "expired"}],
@@ -475,6 +530,20 @@ func (g Graph) WriteText(w io.Writer) {
 		}
 		if live := sh.Live; live != nil {
 			live.writeText(w)
+		}
+	}
+	if len(g.Webhooks) > 0 {
+		fmt.Fprintln(w, "\nWebhooks (operations are the webhook configurations'):")
+		for _, wh := range g.Webhooks {
+			about := wh.Type
+			if wh.Kind != "" {
+				about += ", " + wh.Kind
+			}
+			order := ""
+			if len(wh.ServedBy) > 1 {
+				order = ", in this order"
+			}
+			fmt.Fprintf(w, "  %s (%s)\n    served by: %s%s\n", wh.Path, about, strings.Join(wh.ServedBy, ", "), order)
 		}
 	}
 	if len(g.Hosted) > 0 {

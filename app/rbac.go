@@ -60,10 +60,11 @@ func (s rbacScope) rules() []rbacv1.PolicyRule {
 // namespace/name: a ClusterRole for what spans namespaces, and a Role in each
 // namespace that every store of some resource is confined to.
 func (a *app) rbac(saNamespace, saName string, mapper meta.RESTMapper) ([]any, error) {
-	reg, ctrls, hosted, shards, err := a.graphOf()
+	d, err := a.graphOf()
 	if err != nil {
 		return nil, err
 	}
+	reg, ctrls, hosted, shards := d.reg, d.ctrls, d.hosted, d.shards
 	// Reads: a resource all of whose stores name one namespace is read
 	// through a Role there; otherwise through the ClusterRole. A sharded
 	// store's buckets' stores read what its whole spec does.
