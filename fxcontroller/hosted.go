@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"reflect"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -78,7 +79,8 @@ import (
 // by one handler running both operators' webhooks, in the order the
 // operators were set up.
 //
-// Options configure the operator: WithName, WithManagerOptions (the
+// Options configure the operator: WithName, WithControllerPrefix (to name
+// its controllers apart from another operator's), WithManagerOptions (the
 // ctrl.Options of its main, as they are), WithCacheOptions,
 // WithClientOptions, Writes (for the rbac command), WithLeaderElection,
 // WithMaxConcurrentReconciles, and WithLogger or WithLogr. Two options
@@ -302,7 +304,7 @@ func host(p hostParams, setupName string, setup func(manager.Manager) error, o o
 		cache:      c,
 		client:     cl,
 		recorders:  p.Recorders,
-		log:        logr.New(&namingSink{LogSink: sink}),
+		log:        logr.New(&namingSink{LogSink: sink, prefix: o.controllerPrefix}),
 		webhooks:   webhooks,
 		converters: appWebhooks.ConverterRegistry(),
 		elected:    make(chan struct{}),
@@ -358,6 +360,11 @@ func host(p hostParams, setupName string, setup func(manager.Manager) error, o o
 		}
 		if _, dup := h.controllers[sink.controller]; dup {
 			return hostResult{}, fmt.Errorf("hosted operator %q: two controllers are named %q; name them apart with the builder's Named", o.name, sink.controller)
+		}
+		if o.controllerPrefix != "" {
+			if err := rename(c, sink.controller); err != nil {
+				return hostResult{}, fmt.Errorf("hosted operator %q: fxcontroller.WithControllerPrefix(%q): %w", o.name, o.controllerPrefix, err)
+			}
 		}
 		h.controllers[sink.controller] = c
 		m.runnables[i] = namedController{hostedController: c, operator: o.name, name: sink.controller}
@@ -511,10 +518,39 @@ func (m *hostedManager) Start(context.Context) error {
 
 // namingSink passes log lines on to the app's logger and remembers the
 // "controller" value controller-runtime gives each controller's logger, so
-// that the app can tell hosted controllers by name.
+// that the app can tell hosted controllers by name. With a prefix
+// (WithControllerPrefix), it qualifies that value as "<prefix>/<name>".
 type namingSink struct {
 	logr.LogSink
 	controller string
+	prefix     string
+}
+
+// qualify returns the name of a controller named name by its operator.
+func (s *namingSink) qualify(name string) string {
+	if s.prefix == "" || strings.HasPrefix(name, s.prefix+"/") {
+		return name // the workqueue's logger is given the qualified name
+	}
+	return s.prefix + "/" + name
+}
+
+// rename gives controller-runtime's controller c the name its logs
+// already have. The name is the exported field Name of
+// controller-runtime's internal controller.Controller, which its metrics
+// and workqueue read when the controller starts; nothing has read it
+// before. test/TestHostedControllersOfOneName checks that it does.
+func rename(c hostedController, name string) error {
+	v := reflect.ValueOf(c)
+	if v.Kind() == reflect.Pointer {
+		v = v.Elem()
+	}
+	if v.Kind() == reflect.Struct {
+		if f := v.FieldByName("Name"); f.IsValid() && f.Kind() == reflect.String && f.CanSet() {
+			f.SetString(name)
+			return nil
+		}
+	}
+	return fmt.Errorf("controller %q is a %T, which has no Name field to set; report this with the controller-runtime version", name, c)
 }
 
 var (
@@ -523,22 +559,27 @@ var (
 )
 
 func (s *namingSink) WithValues(kv ...any) logr.LogSink {
-	n := &namingSink{LogSink: s.LogSink.WithValues(kv...), controller: s.controller}
+	n := &namingSink{controller: s.controller, prefix: s.prefix}
 	for i := 0; i+1 < len(kv); i += 2 {
 		if k, _ := kv[i].(string); k == "controller" {
-			n.controller, _ = kv[i+1].(string)
+			if name, ok := kv[i+1].(string); ok {
+				n.controller = s.qualify(name)
+				kv = slices.Clone(kv) // the caller's stays as it is
+				kv[i+1] = n.controller
+			}
 		}
 	}
+	n.LogSink = s.LogSink.WithValues(kv...)
 	return n
 }
 
 func (s *namingSink) WithName(name string) logr.LogSink {
-	return &namingSink{LogSink: s.LogSink.WithName(name), controller: s.controller}
+	return &namingSink{LogSink: s.LogSink.WithName(name), controller: s.controller, prefix: s.prefix}
 }
 
 func (s *namingSink) WithCallDepth(depth int) logr.LogSink {
 	if d, ok := s.LogSink.(logr.CallDepthLogSink); ok {
-		return &namingSink{LogSink: d.WithCallDepth(depth), controller: s.controller}
+		return &namingSink{LogSink: d.WithCallDepth(depth), controller: s.controller, prefix: s.prefix}
 	}
 	return s
 }

@@ -194,8 +194,8 @@ func collect(p collectParams) (collectResult, error) {
 	for _, h := range hosted {
 		for _, name := range h.Controllers() {
 			if by, ok := names[name]; ok {
-				errs = append(errs, fmt.Errorf("controller name %q is used by both %s and hosted operator %q; give each controller of the app its own name (the builder's Named)",
-					name, by, h.name))
+				errs = append(errs, fmt.Errorf("controller name %q is used by both %s and hosted operator %q; give each controller of the app its own name: host the operator with fxcontroller.WithControllerPrefix(%q) to name it %q",
+					name, by, h.name, h.name, h.name+"/"+name))
 			}
 			names[name] = fmt.Sprintf("hosted operator %q", h.name)
 		}

@@ -72,6 +72,8 @@ type options struct {
 	clientOptions *client.Options
 	manager       *managerOptions
 	webhookTLS    []func(*tls.Config)
+	// controllerPrefix qualifies the operator's controllers' names.
+	controllerPrefix string
 }
 
 // WithName names a hosted operator (SetupWithManager), in logs and as the
@@ -86,6 +88,31 @@ func WithName(name string) HostedOption {
 		o.name = name
 		o.sets("the name", fmt.Sprintf("fxcontroller.WithName(%q)", name))
 	}, "fxcontroller.WithName(%q)", name)
+}
+
+// WithControllerPrefix names a hosted operator's (SetupWithManager)
+// controllers "<prefix>/<name>", where name is what controller-runtime's
+// builder gives them (Named, or the kind: "pod"). The name is the
+// controller's everywhere: the "controller" value of its logs, the
+// controller label of controller-runtime's metrics, its workqueue's
+// metrics, describe and errors. Two operators each with a controller
+// "pod" run side by side, unchanged, when one of them (or each) is hosted
+// with a prefix:
+//
+//	fxcontroller.SetupWithManager(jobset.Setup, fxcontroller.WithName("jobset"),
+//		fxcontroller.WithControllerPrefix("jobset")) // its "pod" is "jobset/pod"
+//
+// Defaults to no prefix: controllers keep the names their operator gave
+// them, as dashboards of the operator deployed alone know them.
+func WithControllerPrefix(prefix string) HostedOption {
+	return newOption(func(o *options) {
+		if prefix == "" {
+			o.errs = append(o.errs, errors.New("WithControllerPrefix: prefix is empty"))
+			return
+		}
+		o.controllerPrefix = prefix
+		o.sets("the controller prefix", fmt.Sprintf("fxcontroller.WithControllerPrefix(%q)", prefix))
+	}, "fxcontroller.WithControllerPrefix(%q)", prefix)
 }
 
 // WithCacheOptions gives a hosted operator (SetupWithManager) the cache

@@ -43,6 +43,7 @@ func TestOptionsPrintTheirCall(t *testing.T) {
 		{fxcontroller.WithPredicates(predicate.GenerationChangedPredicate{}), "fxcontroller.WithPredicates(predicate.TypedGenerationChangedPredicate)"},
 		{fxcontroller.WithRateLimiter(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]()), "fxcontroller.WithRateLimiter(*workqueue.TypedMaxOfRateLimiter)"},
 		{fxcontroller.WithName("ops"), `fxcontroller.WithName("ops")`},
+		{fxcontroller.WithControllerPrefix("ops"), `fxcontroller.WithControllerPrefix("ops")`},
 		{fxcontroller.WithCacheOptions(crcache.Options{}), "fxcontroller.WithCacheOptions(cache.Options{...})"},
 		{fxcontroller.WithClientOptions(client.Options{}), "fxcontroller.WithClientOptions(client.Options{...})"},
 		{fxcontroller.WithLogr(funcr.New(func(string, string) {}, funcr.Options{})), "fxcontroller.WithLogr(*funcr.fnlogger)"},
