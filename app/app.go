@@ -25,6 +25,7 @@ import (
 	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxshard"
 	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/internal/builderr"
 	"github.com/fxkube/fxkube/lifecycle"
 )
 
@@ -249,7 +250,7 @@ func (a *app) run(ctx context.Context, stderr io.Writer, cfg *rest.Config) error
 		fx.Supply(lifecycle.Interrupt(interrupt.Done())),
 		lifecycle.Options(a.flags.lifecycle))
 	if err := fxApp.Err(); err != nil {
-		return fmt.Errorf("build the app: %w", err)
+		return fmt.Errorf("build the app: %w", builderr.Readable(err))
 	}
 	shutdown := fxApp.Wait()
 	started := make(chan error, 1)

@@ -423,3 +423,21 @@ func TestControllersFlagLeavesControllersOut(t *testing.T) {
 	_, err = execute(t, modules, "describe", "--controllers=*,-mirrors")
 	require.ErrorContains(t, err, `--controllers names ["mirrors"], which the app does not have; its controllers, their modules' packages and its hosted operators are ["checksum" "mirror" "mirror-configmaps" "mirror-secrets" "rollout"]`)
 }
+
+// fxkube's errors of fx.New reach the user as the module's own message,
+// not inside dig's account of the graph.
+func TestBuildErrorsAreOneMessage(t *testing.T) {
+	pods := func(mgr manager.Manager) error {
+		return ctrl.NewControllerManagedBy(mgr).For(&corev1.Pod{}).Complete(nop)
+	}
+	modules := []fx.Option{
+		fxcontroller.SetupWithManager(pods, fxcontroller.WithName("jobset")),
+		fxcontroller.SetupWithManager(pods, fxcontroller.WithName("lws")),
+	}
+	for _, cmd := range []string{"describe", "rbac"} {
+		_, err := execute(t, modules, cmd)
+		require.Error(t, err, cmd)
+		assert.Equal(t, `controller name "pod" is used by both hosted operator "jobset" and hosted operator "lws"; give each controller of the app its own name: host the operator with fxcontroller.WithControllerPrefix("lws") to name it "lws/pod"`,
+			err.Error(), cmd)
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxshard"
 	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/internal/builderr"
 	"github.com/fxkube/fxkube/internal/listwatch"
 	"github.com/fxkube/fxkube/internal/storehooks"
 	"github.com/fxkube/fxkube/lifecycle"
@@ -191,7 +192,7 @@ func (a *app) graphOf() (declared, error) {
 	fxApp := fx.New(a.graph(unconnected, zap.NewNop()), lifecycle.Options(a.flags.lifecycle), fx.NopLogger,
 		fx.Populate(&d.reg, &d.ctrls, &d.hosted, &d.shards, &d.webhooks))
 	if err := fxApp.Err(); err != nil {
-		return declared{}, err
+		return declared{}, builderr.Readable(err)
 	}
 	for _, h := range d.hosted {
 		if err := h.Declare(context.Background()); err != nil {

@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"go.uber.org/fx"
+
+	"github.com/fxkube/fxkube/internal/builderr"
 )
 
 // Run runs app as a controller-runtime manager's Start does: it starts
@@ -19,7 +21,8 @@ import (
 //	go func() { err = lifecycle.Run(ctx, app) }()
 //
 // Run returns:
-//   - app.Err(), if fx.New failed;
+//   - app.Err(), if fx.New failed, as the one message of the module that
+//     failed (the whole of fx's error is its Unwrap);
 //   - the start's error, if the start failed (it rolled back);
 //   - nil, if ctx ended while app started: the start was cut short, as an
 //     Interrupt cuts it, and rolled back;
@@ -33,7 +36,7 @@ import (
 // does, to stop on a signal.
 func Run(ctx context.Context, app *fx.App) error {
 	if err := app.Err(); err != nil {
-		return err
+		return builderr.Readable(err)
 	}
 	r := &run{ctx: ctx, stopped: make(chan error, 1)}
 	// fx does not handle a start context that ends (see Interrupt): the
