@@ -101,18 +101,18 @@ type ownInformer struct {
 	e *entry
 }
 
-func newOwnInformer(e *entry) ownInformer {
-	return ownInformer{indexerReader{e.informer.GetIndexer()}, e}
+func newOwnInformer(e *entry) *ownInformer {
+	return &ownInformer{indexerReader{e.informer.GetIndexer()}, e}
 }
 
-var _ backing = ownInformer{}
+var _ backing = (*ownInformer)(nil)
 
-func (o ownInformer) informer() cache.SharedIndexInformer { return o.e.informer }
+func (o *ownInformer) informer() cache.SharedIndexInformer { return o.e.informer }
 
 // add declares the request's indexes on the store's informer. Before the
 // store is planned, it also records the options that choose its backing:
 // afterwards, those the store does not have already fail.
-func (o ownInformer) add(req request, indexes []index) error {
+func (o *ownInformer) add(req request, indexes []index) error {
 	e := o.e
 	if e.planned {
 		switch {
@@ -147,16 +147,16 @@ func lateOption(o Option, as string) error {
 	return fmt.Errorf("%s: the store has started%s; give the option in a constructor, before the app starts, in every request for the spec", o, as)
 }
 
-func (o ownInformer) health() (time.Time, error) { return o.e.ownHealth() }
+func (o *ownInformer) health() (time.Time, error) { return o.e.ownHealth() }
 
-func (o ownInformer) resource() schema.GroupResource { return o.e.boundResource }
+func (o *ownInformer) resource() schema.GroupResource { return o.e.boundResource }
 
-func (ownInformer) describe(*StoreInfo) {}
+func (*ownInformer) describe(*StoreInfo) {}
 
 // close does nothing: the registry stops the informer (entry.stop).
-func (ownInformer) close() {}
+func (*ownInformer) close() {}
 
-func (o ownInformer) heapBytes(n int) int64 { return o.e.heapBytes(n) }
+func (o *ownInformer) heapBytes(n int) int64 { return o.e.heapBytes(n) }
 
 // indexNames maps each index to its own name: where a store with an
 // informer of its own declares it.

@@ -309,28 +309,28 @@ type heldAsBytes struct {
 	e             *entry
 }
 
-var _ backing = heldAsBytes{}
+var _ backing = (*heldAsBytes)(nil)
 
-func newHeldAsBytes(e *entry) heldAsBytes {
+func newHeldAsBytes(e *entry) *heldAsBytes {
 	decoded := informers.NewFiltered(e.informer, informers.Filter{
 		Name:    e.key.String(),
 		Parent:  e.key.String() + " (as bytes)",
 		Match:   func(any) bool { return true },
 		Project: e.codec,
 	})
-	return heldAsBytes{Filtered: decoded, indexerReader: indexerReader{decoded.GetIndexer()}, e: e}
+	return &heldAsBytes{Filtered: decoded, indexerReader: indexerReader{decoded.GetIndexer()}, e: e}
 }
 
-func (b heldAsBytes) informer() cache.SharedIndexInformer { return b.Filtered }
+func (b *heldAsBytes) informer() cache.SharedIndexInformer { return b.Filtered }
 
 // add is an informer of its own's: its indexes decode what they index.
-func (b heldAsBytes) add(req request, indexes []index) error {
-	return ownInformer{e: b.e}.add(req, indexes)
+func (b *heldAsBytes) add(req request, indexes []index) error {
+	return (&ownInformer{e: b.e}).add(req, indexes)
 }
 
 // list returns the objects in namespace, or in all when it is "", that
 // sel selects. It decodes those only.
-func (b heldAsBytes) list(namespace string, sel labels.Selector) ([]any, error) {
+func (b *heldAsBytes) list(namespace string, sel labels.Selector) ([]any, error) {
 	items, err := indexerReader{b.e.informer.GetIndexer()}.list(namespace, nil)
 	if err != nil {
 		return nil, err
@@ -346,17 +346,17 @@ func (b heldAsBytes) list(namespace string, sel labels.Selector) ([]any, error) 
 	return out, nil
 }
 
-func (b heldAsBytes) health() (time.Time, error) { return b.e.ownHealth() }
+func (b *heldAsBytes) health() (time.Time, error) { return b.e.ownHealth() }
 
-func (b heldAsBytes) resource() schema.GroupResource { return b.e.boundResource }
+func (b *heldAsBytes) resource() schema.GroupResource { return b.e.boundResource }
 
-func (heldAsBytes) describe(*StoreInfo) {}
+func (*heldAsBytes) describe(*StoreInfo) {}
 
-func (b heldAsBytes) close() { b.Filtered.Close() }
+func (b *heldAsBytes) close() { b.Filtered.Close() }
 
 // heapBytes sums the encodings and what holds them, each shared field
 // once, and sizes the objects kept decoded.
-func (b heldAsBytes) heapBytes(int) int64 {
+func (b *heldAsBytes) heapBytes(int) int64 {
 	var n int64
 	fields := make(map[unique.Handle[string]]struct{})
 	for _, obj := range b.e.informer.GetIndexer().List() {
