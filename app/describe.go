@@ -26,12 +26,8 @@ import (
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/internal/builderr"
 	"github.com/fxkube/fxkube/internal/listwatch"
-	"github.com/fxkube/fxkube/internal/storehooks"
 	"github.com/fxkube/fxkube/lifecycle"
 )
-
-// storeHooks are what fxstore's registry does for app and not for users.
-var storeHooks = storehooks.Get[*fxstore.Registry, fxstore.Key, fxstore.Spec, fxstore.Option]()
 
 // Graph is what the app's modules declared: its stores and controllers. The
 // describe command prints it; `describe --output json` prints it as JSON,

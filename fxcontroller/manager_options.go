@@ -97,7 +97,7 @@ func (o *options) applyManagerOptions(m manager.Options) {
 		"the app holds a coordination.k8s.io Lease through its one connection, and releases it on stop; leave them unset")
 	refuse(m.GracefulShutdownTimeout != nil, "GracefulShutdownTimeout", flags("--stop-timeout"))
 	refuse(m.BaseContext != nil, "BaseContext", "runnables get the app's context; leave it unset")
-	refuse(m.EventBroadcaster != nil, "EventBroadcaster", "events go through the app's recorders (mgr.GetEventRecorder); leave it unset")
+	refuse(m.EventBroadcaster != nil, "EventBroadcaster", "events go through the app's recorders (mgr.GetEventRecorder); leave it unset") //nolint:staticcheck // deprecated, and refused: an operator may still set it
 }
 
 // applyControllerOptions takes what the manager's controller options

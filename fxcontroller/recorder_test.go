@@ -62,7 +62,7 @@ func TestRecorderStopsWithEventsInFlight(t *testing.T) {
 	app.RequireStart()
 	cm := testenv.ConfigMap("a", "x")
 	recorders.GetEventRecorder("rollout").Eventf(cm, nil, corev1.EventTypeNormal, "Synced", "Sync", "in flight")
-	recorders.(recorder.Provider).GetEventRecorderFor("rollout").Event(cm, corev1.EventTypeNormal, "Legacy", "in flight")
+	recorders.(recorder.Provider).GetEventRecorderFor("rollout").Event(cm, corev1.EventTypeNormal, "Legacy", "in flight") //nolint:staticcheck // the core/v1 API, which operators still use
 	var got []string
 	for len(got) < 2 {
 		select {

@@ -18,11 +18,11 @@ func Readable(err error) error {
 	if err == nil {
 		return nil
 	}
-	for e := err; e != nil; e = errors.Unwrap(e) {
+	if !madeByFx(err) {
+		return err // the error itself says it
+	}
+	for e := errors.Unwrap(err); e != nil; e = errors.Unwrap(e) {
 		if !madeByFx(e) {
-			if e == err {
-				return err
-			}
 			return readable{cause: e, full: err}
 		}
 	}
