@@ -60,7 +60,7 @@ func (r *Registry) recorded(e *entry, req request) {
 	if r.byConsumer == nil {
 		r.byConsumer = make(map[string][]func())
 	}
-	r.byConsumer[req.consumer] = append(r.byConsumer[req.consumer], sync.OnceFunc(func() { r.release(e, req) }))
+	r.byConsumer[req.consumer] = append(r.byConsumer[req.consumer], r.releaser(e, req))
 }
 
 // releaseConsumer gives back every request consumer made with For before
@@ -95,24 +95,24 @@ func (r *Registry) hold(typ reflect.Type, spec Spec, req request) (*entry, func(
 	if err != nil {
 		return nil, nil, err
 	}
-	return e, sync.OnceFunc(func() { r.release(e, req) }), nil
+	return e, r.releaser(e, req), nil
 }
 
-// release gives back req, a request for e: e stops once no request holds
-// it.
-func (r *Registry) release(e *entry, req request) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.entries[e.key] != e {
-		return // forgotten: it failed to start, or the registry stopped
-	}
-	if !req.indexOnly {
+// releaser returns the function that gives back req, a counted request
+// for e (not indexOnly), once: e stops once no request holds it.
+func (r *Registry) releaser(e *entry, req request) func() {
+	return sync.OnceFunc(func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.entries[e.key] != e {
+			return // forgotten already: the registry holds another store of its key, or none
+		}
 		r.requests--
 		e.mu.Lock()
 		if i := slices.Index(e.consumers, req.consumer); i >= 0 {
 			e.consumers = slices.Delete(e.consumers, i, i+1)
 		}
 		e.mu.Unlock()
-	}
-	r.releaseLocked(e)
+		r.releaseLocked(e)
+	})
 }
