@@ -20,6 +20,13 @@ var (
 // keyFor resolves the kind and projection of a store of typ and canonicalises
 // spec into its key. It returns an example object of typ for the informer.
 func (r *Registry) keyFor(typ reflect.Type, spec Spec) (Key, k8sruntime.Object, error) {
+	key, example, err := r.specKey(typ, spec)
+	key.Cluster = r.cluster
+	return key, example, err
+}
+
+// specKey is keyFor without the cluster.
+func (r *Registry) specKey(typ reflect.Type, spec Spec) (Key, k8sruntime.Object, error) {
 	if typ.Kind() != reflect.Pointer || typ.Elem().Kind() != reflect.Struct {
 		key, _ := spec.key(spec.Kind, Typed, &r.selectors)
 		return key, nil, fmt.Errorf("%s is not a pointer to a struct; ask for a store of a Kubernetes object type such as *corev1.ConfigMap", typ)

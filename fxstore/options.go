@@ -40,6 +40,13 @@ func newOption[T any](apply func(*T), format string, args ...any) option[T] {
 	return option[T]{call: fmt.Sprintf(format, args...), apply: apply}
 }
 
+// WithCluster names the cluster whose stores the registry holds: it is
+// part of every store's Key. Defaults to "", the app's own cluster.
+// fxcluster gives each member cluster a registry of its own.
+func WithCluster(name string) RegistryOption {
+	return newOption(func(r *Registry) { r.cluster = name }, "fxstore.WithCluster(%q)", name)
+}
+
 // WithLogger sets the logger stores report through. Defaults to zap.NewNop().
 func WithLogger(l *zap.Logger) RegistryOption {
 	return newOption(func(r *Registry) { r.log = l }, "fxstore.WithLogger(%s)", loggerName(l))

@@ -28,6 +28,7 @@ import (
 // its Source at once, and Stop ends them.
 type Registry struct {
 	scheme    *k8sruntime.Scheme
+	cluster   string
 	log       *zap.Logger
 	selectors selectors.Memo
 

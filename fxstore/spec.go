@@ -103,6 +103,9 @@ func (p Projection) String() string {
 // Key identifies a store: a canonical watch spec. Equivalent specs have equal
 // keys, so a Key can be used as a map key.
 type Key struct {
+	// Cluster is the cluster of the store's registry (see WithCluster):
+	// empty in the app's own cluster.
+	Cluster       string
 	Kind          schema.GroupVersionKind
 	Namespace     string
 	LabelSelector string // canonical form
@@ -118,6 +121,9 @@ func (k Key) String() string {
 	var b strings.Builder
 	b.WriteString(kinds.Name(k.Kind))
 	b.WriteString(" (")
+	if k.Cluster != "" {
+		fmt.Fprintf(&b, "cluster %q, ", k.Cluster)
+	}
 	if k.Namespace == "" {
 		b.WriteString("all namespaces")
 	} else {

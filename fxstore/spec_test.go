@@ -57,3 +57,22 @@ func TestRegistryRemembersCanonicalSelectors(t *testing.T) {
 		})
 	}
 }
+
+// The cluster of a registry is part of each of its keys, and of their
+// names: one spec in two clusters is two stores.
+func TestClusterIsPartOfTheKey(t *testing.T) {
+	own := fxstore.NewRegistry(clientgoscheme.Scheme)
+	east := fxstore.NewRegistry(clientgoscheme.Scheme, fxstore.WithCluster("east"))
+	spec := fxstore.Spec{Namespace: "web"}
+
+	ownKey, err := fxstore.KeyFor[*corev1.ConfigMap](own, spec)
+	require.NoError(t, err)
+	eastKey, err := fxstore.KeyFor[*corev1.ConfigMap](east, spec)
+	require.NoError(t, err)
+
+	assert.Empty(t, ownKey.Cluster)
+	assert.Equal(t, "east", eastKey.Cluster)
+	assert.NotEqual(t, ownKey, eastKey)
+	assert.Equal(t, `ConfigMap/v1 (namespace "web")`, ownKey.String())
+	assert.Equal(t, `ConfigMap/v1 (cluster "east", namespace "web")`, eastKey.String())
+}
