@@ -1,0 +1,272 @@
+package fxcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/fxkube/fxkube/apiserver"
+	"github.com/fxkube/fxkube/connection"
+	"github.com/fxkube/fxkube/fxstore"
+)
+
+// ErrClusterNotFound is returned for a cluster that is not engaged, or no
+// longer.
+var ErrClusterNotFound = errors.New("cluster not found")
+
+// Fleet is the app's member clusters: it engages the clusters its
+// providers find, gives each one its stores, and runs its controllers
+// against those once they have synced. Module provides it.
+//
+// What a module asks of every member (For, NewController) is declared
+// while the app is built. Each member that joins gets it all, in a
+// registry of its own.
+type Fleet struct {
+	scheme *k8sruntime.Scheme
+	log    *zap.Logger
+	opts   Options
+
+	// declared holds, in order, what every member is given; asked is a
+	// registry that never starts, where each request is checked as it is
+	// made and which describe and rbac read.
+	declared []declaration
+	asked    *fxstore.Registry
+
+	mu      sync.Mutex
+	running bool
+	stopped bool
+	runCtx  context.Context
+	members map[ClusterName]*member
+	wg      sync.WaitGroup
+}
+
+// Options configures a Fleet.
+type Options struct {
+	// SyncTimeout bounds each attempt of a member to sync its stores.
+	// Defaults to 2 minutes.
+	SyncTimeout time.Duration
+
+	// StopTimeout bounds how long a leaving member's reconciles in flight
+	// run on. Defaults to 30 seconds.
+	StopTimeout time.Duration
+
+	// Backoff spaces the attempts of a member that failed to join.
+	// Defaults to 1 second, doubling up to 2 minutes, with 10% jitter.
+	Backoff wait.Backoff
+
+	// Providers engage the members while the fleet runs.
+	Providers []Provider
+
+	// NewSource returns the source of a member's stores. Defaults to
+	// apiserver.NewSource over the connection's client.
+	NewSource func(*connection.Connection) fxstore.Source
+}
+
+func (o Options) withDefaults() Options {
+	if o.SyncTimeout <= 0 {
+		o.SyncTimeout = 2 * time.Minute
+	}
+	if o.StopTimeout <= 0 {
+		o.StopTimeout = 30 * time.Second
+	}
+	if o.Backoff.Duration <= 0 {
+		o.Backoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 2 * time.Minute}
+	}
+	if o.NewSource == nil {
+		o.NewSource = func(c *connection.Connection) fxstore.Source { return apiserver.NewSource(c.Client) }
+	}
+	return o
+}
+
+// declaration is what every member is given: stores to ask for before its
+// registry starts, and controllers to engage once it has synced.
+type declaration interface {
+	// declare asks for what it needs in m's registry, which has not
+	// started.
+	declare(m *member) error
+	// forget drops what declare kept of m.
+	forget(m *member)
+}
+
+// engager is a declaration with work to run against a member once it has
+// synced: a controller.
+type engager interface {
+	declaration
+	// engage starts the work for m; disengage, which engage returns,
+	// stops it and returns once its work in flight is done.
+	engage(m *member) (disengage func(), err error)
+}
+
+var (
+	_ Aware            = (*Fleet)(nil)
+	_ manager.Runnable = (*Fleet)(nil)
+)
+
+// NewFleet returns a fleet of no clusters, whose stores hold the Go types
+// of scheme. Its providers engage clusters once Start runs.
+func NewFleet(scheme *k8sruntime.Scheme, log *zap.Logger, opts Options) *Fleet {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Fleet{
+		scheme:  scheme,
+		log:     log,
+		opts:    opts.withDefaults(),
+		asked:   fxstore.NewRegistry(scheme, fxstore.WithCluster("*")),
+		members: make(map[ClusterName]*member),
+	}
+}
+
+// declare adds d to what every member is given. Members that joined
+// already do not get it: declare while the app is built.
+func (f *Fleet) declare(d declaration) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.running {
+		return errors.New("the fleet runs already; declare stores and controllers of every member in a constructor")
+	}
+	f.declared = append(f.declared, d)
+	return nil
+}
+
+// Engage implements Aware: the cluster name joins, through cfg, until ctx
+// ends.
+func (f *Fleet) Engage(ctx context.Context, name ClusterName, cfg *rest.Config) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	if cfg == nil {
+		return fmt.Errorf("cluster %q: no rest config", name)
+	}
+	conn, err := connection.New(rest.CopyConfig(cfg), f.scheme)
+	if err != nil {
+		return fmt.Errorf("cluster %q: %w", name, err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.running || f.stopped {
+		return fmt.Errorf("cluster %q: the fleet is not running; engage clusters from a Provider", name)
+	}
+	m := newMember(f, name, conn)
+	prev := f.members[name]
+	f.members[name] = m
+	stopEngaged := context.AfterFunc(ctx, m.leave)
+	f.wg.Go(func() {
+		defer stopEngaged()
+		if prev != nil {
+			prev.leave()
+			<-prev.done
+		}
+		m.run()
+		f.mu.Lock()
+		if f.members[name] == m {
+			delete(f.members, name)
+		}
+		f.mu.Unlock()
+	})
+	return nil
+}
+
+// checkName returns why name cannot name a member cluster.
+func checkName(name ClusterName) error {
+	if name.Empty() {
+		return errors.New(`cluster name is empty; the empty name is the app's own cluster`)
+	}
+	if msgs := validation.IsDNS1123Subdomain(string(name)); len(msgs) > 0 {
+		return fmt.Errorf("cluster name %q: %s; name clusters as Kubernetes names objects", name, strings.Join(msgs, "; "))
+	}
+	return nil
+}
+
+// Start runs the fleet's providers until ctx ends. Then every member
+// leaves, and Start returns once they have: their controllers' work is
+// done and their stores are stopped. It implements manager.Runnable:
+// the app's lifecycle starts it once the app's own stores have synced,
+// on every replica, so that a standby's members are warm.
+func (f *Fleet) Start(ctx context.Context) error {
+	f.mu.Lock()
+	if f.running {
+		f.mu.Unlock()
+		return errors.New("fxcluster: the fleet runs already")
+	}
+	f.running, f.runCtx = true, ctx
+	f.mu.Unlock()
+
+	var errs []error
+	var mu sync.Mutex
+	var providers sync.WaitGroup
+	for _, p := range f.opts.Providers {
+		providers.Go(func() {
+			if err := p.Start(ctx, f); err != nil && ctx.Err() == nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	providers.Wait()
+	<-ctx.Done()
+
+	f.mu.Lock()
+	f.stopped = true
+	members := slices.Collect(maps.Values(f.members))
+	f.mu.Unlock()
+	for _, m := range members {
+		m.leave()
+	}
+	f.wg.Wait()
+	return errors.Join(errs...)
+}
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable: members
+// sync on every replica; their controllers run on the leader.
+func (f *Fleet) NeedLeaderElection() bool { return false }
+
+// GetCluster returns the member name once it has joined: its stores have
+// synced. It returns ErrClusterNotFound for a cluster that has not
+// joined, or has left.
+func (f *Fleet) GetCluster(_ context.Context, name ClusterName) (*Cluster, error) {
+	f.mu.Lock()
+	m := f.members[name]
+	f.mu.Unlock()
+	if m == nil || m.state() != Ready {
+		return nil, fmt.Errorf("cluster %q: %w", name, ErrClusterNotFound)
+	}
+	return m.cluster(), nil
+}
+
+// member returns the member name, whatever its state, or nil.
+func (f *Fleet) member(name ClusterName) *member {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.members[name]
+}
+
+// Clusters describes the members, by name.
+func (f *Fleet) Clusters() []ClusterInfo {
+	f.mu.Lock()
+	members := slices.Collect(maps.Values(f.members))
+	f.mu.Unlock()
+	infos := make([]ClusterInfo, 0, len(members))
+	for _, m := range members {
+		infos = append(infos, m.info())
+	}
+	slices.SortFunc(infos, func(a, b ClusterInfo) int { return strings.Compare(string(a.Name), string(b.Name)) })
+	return infos
+}
+
+// Stores describes the stores asked for in every member, as their keys
+// name them in cluster "*".
+func (f *Fleet) Stores() []fxstore.StoreInfo { return f.asked.Stores() }

@@ -1,0 +1,341 @@
+package fxcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/api/meta"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fxkube/fxkube/connection"
+	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/storecache"
+)
+
+// State is where a member is in its life.
+type State string
+
+const (
+	// Joining is a member whose stores are starting and syncing.
+	Joining State = "joining"
+	// Ready is a member whose stores have synced: its controllers run.
+	Ready State = "ready"
+	// Failed is a member whose last attempt to join failed; it tries again.
+	Failed State = "failed"
+	// Leaving is a member whose controllers finish their work; then its
+	// stores stop.
+	Leaving State = "leaving"
+)
+
+// ClusterInfo describes a member cluster.
+type ClusterInfo struct {
+	Name  ClusterName
+	State State
+	// Host is its API server's address.
+	Host string
+	// Since is when it entered State.
+	Since time.Time
+	// Attempts counts its attempts to join, the current one included.
+	Attempts int
+	// Err is why its last attempt failed, while it is Failed.
+	Err error
+	// Stores are its stores, while it has some.
+	Stores []fxstore.StoreInfo
+}
+
+// Cluster is a member cluster that has joined: its connection, and its
+// stores behind a controller-runtime cache and client.
+type Cluster struct {
+	name     ClusterName
+	conn     *connection.Connection
+	scheme   *k8sruntime.Scheme
+	registry *fxstore.Registry
+	cache    crcache.Cache
+	client   client.Client
+}
+
+// Name returns the cluster's name.
+func (c *Cluster) Name() ClusterName { return c.name }
+
+// Stores returns the registry of the cluster's stores: ask it for a store
+// while the cluster is engaged with fxstore.Hold.
+func (c *Cluster) Stores() *fxstore.Registry { return c.registry }
+
+// GetClient returns a client that reads from the cluster's stores, with
+// controller-runtime's semantics, and writes to its API server.
+func (c *Cluster) GetClient() client.Client { return c.client }
+
+// GetCache returns the cluster's stores as a controller-runtime cache.
+func (c *Cluster) GetCache() crcache.Cache { return c.cache }
+
+// GetFieldIndexer returns the cache's field indexer.
+func (c *Cluster) GetFieldIndexer() client.FieldIndexer { return c.cache }
+
+// GetAPIReader returns a client that reads from the API server directly.
+func (c *Cluster) GetAPIReader() client.Reader { return c.conn.Client }
+
+// GetConfig returns the cluster's rest config; do not change it.
+func (c *Cluster) GetConfig() *rest.Config { return c.conn.Config }
+
+// GetHTTPClient returns the HTTP client every request to the cluster
+// shares.
+func (c *Cluster) GetHTTPClient() *http.Client { return c.conn.HTTPClient }
+
+// GetRESTMapper returns the cluster's REST mapper.
+func (c *Cluster) GetRESTMapper() meta.RESTMapper { return c.conn.Mapper }
+
+// GetScheme returns the app's scheme.
+func (c *Cluster) GetScheme() *k8sruntime.Scheme { return c.scheme }
+
+// member is one engagement of a cluster: from Engage until it has left.
+type member struct {
+	fleet *Fleet
+	name  ClusterName
+	conn  *connection.Connection
+	log   *zap.Logger
+	// ctx ends once the member is to leave; done is closed once it has.
+	ctx   context.Context
+	leave context.CancelFunc
+	done  chan struct{}
+	// hardStop ends the reconciles still in flight once the stop timeout
+	// has passed after the member began to leave.
+	hardStop context.Context
+	endHard  context.CancelCauseFunc
+
+	mu       sync.Mutex
+	st       State
+	since    time.Time
+	err      error
+	attempts int
+	joined   *Cluster // this attempt's, once its registry exists
+	inflight sync.WaitGroup
+}
+
+func newMember(f *Fleet, name ClusterName, conn *connection.Connection) *member {
+	ctx, leave := context.WithCancel(f.runCtx)
+	hardStop, endHard := context.WithCancelCause(context.WithoutCancel(f.runCtx))
+	return &member{
+		fleet: f, name: name, conn: conn,
+		log: f.log.With(zap.String("cluster", string(name))),
+		ctx: ctx, leave: leave, done: make(chan struct{}),
+		hardStop: hardStop, endHard: endHard,
+		st: Joining, since: time.Now(),
+	}
+}
+
+// run joins the cluster, trying again after each failure, then runs its
+// controllers until it is to leave, and leaves.
+func (m *member) run() {
+	defer close(m.done)
+	defer m.endHard(errLeft)
+	backoff := m.fleet.opts.Backoff
+	var lastCause string
+	for {
+		err := m.join()
+		if err == nil {
+			break
+		}
+		if m.ctx.Err() != nil {
+			m.log.Info("cluster left before it joined")
+			return
+		}
+		delay := backoff.Step()
+		m.setState(Failed, err)
+		// A cause said once is not said at every attempt.
+		if cause := err.Error(); cause != lastCause {
+			lastCause = cause
+			m.log.Error("cluster cannot join; trying again with backoff", zap.Error(err), zap.Duration("retryIn", delay))
+		} else {
+			m.log.Debug("cluster still cannot join", zap.Error(err), zap.Duration("retryIn", delay))
+		}
+		select {
+		case <-time.After(delay):
+		case <-m.ctx.Done():
+			m.log.Info("cluster left before it joined")
+			return
+		}
+	}
+	disengage := m.engage()
+	<-m.ctx.Done()
+
+	began := time.Now()
+	m.setState(Leaving, nil)
+	for _, d := range disengage {
+		d()
+	}
+	m.finishInflight()
+	m.mu.Lock()
+	c := m.joined
+	m.joined = nil
+	m.mu.Unlock()
+	c.registry.Stop()
+	m.forget()
+	m.log.Info("cluster left", zap.Duration("took", time.Since(began)))
+}
+
+// join makes one attempt: it starts the member's stores and waits for
+// them to sync, bounded by the sync timeout.
+func (m *member) join() (err error) {
+	m.mu.Lock()
+	m.attempts++
+	m.mu.Unlock()
+	m.setState(Joining, nil)
+	began := time.Now()
+	c, err := m.newCluster()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			c.registry.Stop()
+			m.forget()
+			m.mu.Lock()
+			m.joined = nil
+			m.mu.Unlock()
+		}
+	}()
+	for _, d := range m.fleet.declared {
+		if err := d.declare(m); err != nil {
+			return err
+		}
+	}
+	if err := c.registry.Start(m.ctx, m.fleet.opts.NewSource(m.conn)); err != nil {
+		return fmt.Errorf("start stores of cluster %q:\n%w", m.name, err)
+	}
+	syncCtx, cancel := context.WithTimeout(m.ctx, m.fleet.opts.SyncTimeout)
+	defer cancel()
+	if err := c.registry.WaitForSync(syncCtx); err != nil {
+		if m.ctx.Err() == nil && syncCtx.Err() != nil {
+			return fmt.Errorf("stores of cluster %q did not sync within the sync timeout of %s:\n%w", m.name, m.fleet.opts.SyncTimeout, err)
+		}
+		return fmt.Errorf("sync stores of cluster %q:\n%w", m.name, err)
+	}
+	m.setState(Ready, nil)
+	m.log.Info("cluster joined", zap.String("host", m.conn.Config.Host),
+		zap.Int("stores", len(c.registry.Stores())), zap.Duration("took", time.Since(began)))
+	return nil
+}
+
+// newCluster makes this attempt's registry, cache and client.
+func (m *member) newCluster() (*Cluster, error) {
+	f := m.fleet
+	r := fxstore.NewRegistry(f.scheme, fxstore.WithCluster(string(m.name)), fxstore.WithLogger(m.log.Named("fxstore")))
+	cache, err := storecache.New(r, m.conn.Mapper, crcache.Options{}, storecache.WithConsumer("fxcluster"), storecache.WithLateSyncTimeout(f.opts.SyncTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("cluster %q: %w", m.name, err)
+	}
+	cl, err := m.conn.NewClient(m.conn.Config, client.Options{
+		HTTPClient: m.conn.HTTPClient, Scheme: f.scheme, Mapper: m.conn.Mapper,
+		Cache: &client.CacheOptions{Reader: cache},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster %q: client: %w", m.name, err)
+	}
+	c := &Cluster{name: m.name, conn: m.conn, scheme: f.scheme, registry: r, cache: cache, client: cl}
+	m.mu.Lock()
+	m.joined = c
+	m.mu.Unlock()
+	return c, nil
+}
+
+// engage starts every controller's work for the member, which has joined.
+func (m *member) engage() []func() {
+	var disengage []func()
+	for _, d := range m.fleet.declared {
+		e, ok := d.(engager)
+		if !ok {
+			continue
+		}
+		stop, err := e.engage(m)
+		if err != nil {
+			m.log.Error("controller not engaged with the cluster", zap.Error(err))
+			continue
+		}
+		disengage = append(disengage, stop)
+	}
+	return disengage
+}
+
+// forget drops what the declarations kept of the member's stores.
+func (m *member) forget() {
+	for _, d := range m.fleet.declared {
+		d.forget(m)
+	}
+}
+
+// acquire counts a reconcile in flight for the member, if it is ready, and
+// returns the function that ends it.
+func (m *member) acquire() (release func(), ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.st != Ready {
+		return nil, false
+	}
+	m.inflight.Add(1)
+	return m.inflight.Done, true
+}
+
+// finishInflight waits for the member's reconciles in flight, for up to
+// the stop timeout, then ends their contexts and waits for them to
+// return.
+func (m *member) finishInflight() {
+	finished := make(chan struct{})
+	go func() {
+		m.inflight.Wait()
+		close(finished)
+	}()
+	timer := time.NewTimer(m.fleet.opts.StopTimeout)
+	defer timer.Stop()
+	select {
+	case <-finished:
+		return
+	case <-timer.C:
+	}
+	m.log.Warn("reconciles still in flight after the stop timeout; ending their contexts", zap.Duration("stopTimeout", m.fleet.opts.StopTimeout))
+	m.endHard(errLeft)
+	<-finished
+}
+
+func (m *member) setState(st State, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.st != st {
+		m.since = time.Now()
+	}
+	m.st, m.err = st, err
+}
+
+func (m *member) state() State {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.st
+}
+
+// cluster returns the member's cluster, while it has one.
+func (m *member) cluster() *Cluster {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.joined
+}
+
+func (m *member) info() ClusterInfo {
+	m.mu.Lock()
+	info := ClusterInfo{Name: m.name, State: m.st, Host: m.conn.Config.Host, Since: m.since, Attempts: m.attempts, Err: m.err}
+	c := m.joined
+	m.mu.Unlock()
+	if c != nil {
+		info.Stores = c.registry.Stores()
+	}
+	return info
+}
+
+// errLeft is the cause of a reconcile's context ended as its cluster left.
+var errLeft = errors.New("the cluster left")

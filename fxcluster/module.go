@@ -1,0 +1,75 @@
+package fxcluster
+
+import (
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/fxkube/fxkube/lifecycle"
+)
+
+// Module provides the app's *Fleet, and runs it and the controllers that
+// Provide adds under the app's lifecycle. Its providers are those
+// WithProvider adds. It needs the app's scheme; it takes the sync and stop
+// timeouts from the app's lifecycle.Config.
+var Module = fx.Module("fxcluster",
+	fx.Provide(newFleet, runnables),
+)
+
+// Provide adds the controller across member clusters that constructor
+// returns, as a *Controller and an error, to the app. Its parameters come
+// from the app, as fx.Provide's do.
+func Provide(constructor any) fx.Option {
+	return fx.Provide(fx.Annotate(constructor, fx.ResultTags(`group:"fxkube.cluster-controllers"`)))
+}
+
+// WithProvider adds the Provider that constructor returns to the fleet's.
+// Its parameters come from the app, as fx.Provide's do.
+func WithProvider(constructor any) fx.Option {
+	return fx.Provide(fx.Annotate(constructor, fx.As(new(Provider)), fx.ResultTags(`group:"fxkube.cluster-providers"`)))
+}
+
+type fleetParams struct {
+	fx.In
+
+	Scheme    *k8sruntime.Scheme
+	Logger    *zap.Logger      `optional:"true"`
+	Config    lifecycle.Config `optional:"true"`
+	Providers []Provider       `group:"fxkube.cluster-providers"`
+}
+
+func newFleet(p fleetParams) *Fleet {
+	log := p.Logger
+	if log != nil {
+		log = log.Named("fxcluster")
+	}
+	return NewFleet(p.Scheme, log, Options{
+		SyncTimeout: p.Config.SyncTimeout,
+		StopTimeout: p.Config.StopTimeout,
+		Providers:   p.Providers,
+	})
+}
+
+type runnablesParams struct {
+	fx.In
+
+	Fleet       *Fleet
+	Controllers []*Controller `group:"fxkube.cluster-controllers"`
+}
+
+type runnablesResult struct {
+	fx.Out
+
+	Runnables []manager.Runnable `group:"fxkube.runnables,flatten"`
+}
+
+// runnables are what the lifecycle runs: the fleet, on every replica,
+// and its controllers, on the leader.
+func runnables(p runnablesParams) runnablesResult {
+	rns := []manager.Runnable{p.Fleet}
+	for _, c := range p.Controllers {
+		rns = append(rns, c)
+	}
+	return runnablesResult{Runnables: rns}
+}

@@ -1,0 +1,104 @@
+package fxcluster
+
+import (
+	"fmt"
+	"sync"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/internal/caller"
+)
+
+// Stores is a store of T objects in every member cluster: one spec, asked
+// for in each member's registry as it joins.
+type Stores[T client.Object] struct {
+	fleet    *Fleet
+	spec     fxstore.Spec
+	opts     []fxstore.Option
+	consumer string
+	key      fxstore.Key // in cluster "*"
+
+	mu      sync.Mutex
+	members map[*member]*fxstore.Store[T]
+}
+
+// For asks for the store of T objects matching spec in every member
+// cluster, as fxstore.For does in the app's own cluster. Each member that
+// joins asks for it before its stores start, so the member's controllers
+// see it synced. For does no I/O; a bad spec fails here, as fxstore.For's
+// does. Call it while the app is built, in a constructor.
+func For[T client.Object](f *Fleet, spec fxstore.Spec, opts ...fxstore.Option) (*Stores[T], error) {
+	consumer := caller.Name(1)
+	opts = append([]fxstore.Option{fxstore.WithConsumer(consumer)}, opts...)
+	asked, err := fxstore.For[T](f.asked, spec, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("store in every member cluster: %w", err)
+	}
+	s := &Stores[T]{fleet: f, spec: spec, opts: opts, consumer: consumer, key: asked.Key(), members: make(map[*member]*fxstore.Store[T])}
+	if err := f.declare(s); err != nil {
+		return nil, fmt.Errorf("store %s requested by %s: %w", s.key, consumer, err)
+	}
+	return s, nil
+}
+
+// Key returns the store's key in cluster "*": every member's has the
+// member's name instead.
+func (s *Stores[T]) Key() fxstore.Key { return s.key }
+
+// String describes the stores.
+func (s *Stores[T]) String() string { return s.key.String() }
+
+// In returns the store in the member name. It returns ErrClusterNotFound
+// for a cluster that has not joined, or has left.
+func (s *Stores[T]) In(name ClusterName) (*fxstore.Store[T], error) {
+	m := s.fleet.member(name)
+	if m == nil || m.state() != Ready {
+		return nil, fmt.Errorf("store %s in cluster %q: %w", s.key, name, ErrClusterNotFound)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.members[m]
+	if !ok {
+		return nil, fmt.Errorf("store %s in cluster %q: %w", s.key, name, ErrClusterNotFound)
+	}
+	return st, nil
+}
+
+func (s *Stores[T]) declare(m *member) error {
+	st, err := fxstore.For[T](m.cluster().registry, s.spec, s.opts...)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.members[m] = st
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Stores[T]) forget(m *member) {
+	s.mu.Lock()
+	delete(s.members, m)
+	s.mu.Unlock()
+}
+
+// in returns the store in m, which has joined.
+func (s *Stores[T]) in(m *member) (Store, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.members[m]
+	if !ok {
+		return nil, fmt.Errorf("store %s not asked for in cluster %q", s.key, m.name)
+	}
+	return st, nil
+}
+
+func (s *Stores[T]) fleetOf() *Fleet { return s.fleet }
+
+// Members is a store in every member cluster, such as a *Stores: what a
+// controller across clusters reconciles or watches.
+type Members interface {
+	Key() fxstore.Key
+	fleetOf() *Fleet
+	in(m *member) (Store, error)
+}

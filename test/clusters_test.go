@@ -1,0 +1,154 @@
+package test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/fxkube/fxkube/fxcluster"
+	"github.com/fxkube/fxkube/internal/testenv"
+	"github.com/fxkube/fxkube/lifecycle"
+	"github.com/fxkube/fxkube/modules/fleet"
+)
+
+// A fleet of four members: two that work, one whose user may read
+// nothing, and one that no request reaches. The fleet controller copies a
+// ConfigMap of the app's own cluster into both working members, keeps the
+// copies equal to it, and deletes them with it. The two broken members
+// fail alone, each named with its cause, and the app is ready
+// throughout. A member that leaves is forgotten; the others go on.
+func TestFleetAcrossClusters(t *testing.T) {
+	ctx := t.Context()
+	own := testenv.Config(t)
+	ownKube := kubernetes.NewForConfigOrDie(own)
+	cps := testenv.Members(t, 2)
+	locked, err := cps[0].AddUser("nobody")
+	require.NoError(t, err)
+	away := &rest.Config{Host: "https://" + testenv.LoopbackAddr(t), TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
+	members := map[fxcluster.ClusterName]*rest.Config{"east": cps[0].Config, "west": cps[1].Config, "locked": locked, "away": away}
+	kubes := map[fxcluster.ClusterName]kubernetes.Interface{
+		"east": kubernetes.NewForConfigOrDie(cps[0].Config),
+		"west": kubernetes.NewForConfigOrDie(cps[1].Config),
+	}
+
+	var mu sync.Mutex
+	leave := make(map[fxcluster.ClusterName]context.CancelFunc)
+	provider := fxcluster.ProviderFunc(func(ctx context.Context, clusters fxcluster.Aware) error {
+		for name, cfg := range members {
+			memberCtx, cancel := context.WithCancel(ctx)
+			mu.Lock()
+			leave[name] = cancel
+			mu.Unlock()
+			if err := clusters.Engage(memberCtx, name, cfg); err != nil {
+				return err
+			}
+		}
+		<-ctx.Done()
+		return nil
+	})
+
+	probes := testenv.LoopbackAddr(t)
+	var f *fxcluster.Fleet
+	app := testenv.App(t, own, lifecycle.Config{SyncTimeout: 20 * time.Second, HealthProbeBindAddress: probes},
+		zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)),
+		fxcluster.Module,
+		fxcluster.WithProvider(func() fxcluster.Provider { return provider }),
+		fleet.Module,
+		fx.Populate(&f),
+	)
+	app.RequireStart()
+	defer app.RequireStop()
+
+	ns := testenv.Namespace(t, ownKube, "fleet")
+	source := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings", Labels: map[string]string{fleet.SourceLabel: "true", "team": "a"}},
+		Data:       map[string]string{"level": "1"},
+	}
+	_, err = ownKube.CoreV1().ConfigMaps(ns).Create(ctx, source, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	copyIn := func(name fxcluster.ClusterName) (*corev1.ConfigMap, error) {
+		return kubes[name].CoreV1().ConfigMaps(ns).Get(ctx, "settings", metav1.GetOptions{})
+	}
+	requireCopies := func(level string) {
+		t.Helper()
+		for _, name := range []fxcluster.ClusterName{"east", "west"} {
+			require.EventuallyWithT(t, func(c *assert.CollectT) {
+				cm, err := copyIn(name)
+				if !assert.NoError(c, err) {
+					return
+				}
+				assert.Equal(c, map[string]string{"level": level}, cm.Data)
+				assert.Equal(c, map[string]string{fleet.CopyLabel: "true", "team": "a"}, cm.Labels)
+			}, time.Minute, 100*time.Millisecond, "the copy in %s", name)
+		}
+	}
+	requireCopies("1")
+
+	// The broken members fail alone, named with their causes.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		states := map[fxcluster.ClusterName]fxcluster.ClusterInfo{}
+		for _, info := range f.Clusters() {
+			states[info.Name] = info
+		}
+		assert.Equal(c, fxcluster.Ready, states["east"].State)
+		assert.Equal(c, fxcluster.Ready, states["west"].State)
+		if assert.Equal(c, fxcluster.Failed, states["locked"].State) {
+			assert.ErrorContains(c, states["locked"].Err, "forbidden")
+		}
+		if assert.Equal(c, fxcluster.Failed, states["away"].State) {
+			assert.ErrorContains(c, states["away"].Err, away.Host)
+		}
+	}, time.Minute, 100*time.Millisecond)
+	assert.Equal(t, 200, testenv.Status(probes, "/readyz"))
+
+	// A change to the source reaches every copy; an edit of a copy is
+	// undone.
+	source.Data = map[string]string{"level": "2"}
+	_, err = ownKube.CoreV1().ConfigMaps(ns).Update(ctx, source, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	requireCopies("2")
+	edited, err := copyIn("east")
+	require.NoError(t, err)
+	edited.Data = map[string]string{"level": "edited"}
+	_, err = kubes["east"].CoreV1().ConfigMaps(ns).Update(ctx, edited, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	requireCopies("2")
+
+	// West leaves: the fleet forgets it, and east goes on.
+	mu.Lock()
+	leave["west"]()
+	mu.Unlock()
+	require.Eventually(t, func() bool {
+		for _, info := range f.Clusters() {
+			if info.Name == "west" {
+				return false
+			}
+		}
+		return true
+	}, time.Minute, 100*time.Millisecond, "west has left")
+	_, err = f.GetCluster(ctx, "west")
+	require.ErrorIs(t, err, fxcluster.ErrClusterNotFound)
+
+	require.NoError(t, ownKube.CoreV1().ConfigMaps(ns).Delete(ctx, "settings", metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool {
+		_, err := copyIn("east")
+		return apierrors.IsNotFound(err)
+	}, time.Minute, 100*time.Millisecond, "the copy in east is deleted with its source")
+	// West, gone, keeps its copy.
+	_, err = copyIn("west")
+	require.NoError(t, err)
+	assert.Equal(t, 200, testenv.Status(probes, "/readyz"))
+}
