@@ -234,14 +234,14 @@ func (f *Fleet) Start(ctx context.Context) error {
 // sync on every replica; their controllers run on the leader.
 func (f *Fleet) NeedLeaderElection() bool { return false }
 
-// GetCluster returns the member name once it has joined: its stores have
-// synced. It returns ErrClusterNotFound for a cluster that has not
-// joined, or has left.
+// GetCluster returns the member name once it has joined (its stores have
+// synced) and until it has left (its work in flight is done). It returns
+// ErrClusterNotFound for a cluster that has not joined, or has left.
 func (f *Fleet) GetCluster(_ context.Context, name ClusterName) (*Cluster, error) {
 	f.mu.Lock()
 	m := f.members[name]
 	f.mu.Unlock()
-	if m == nil || m.state() != Ready {
+	if m == nil || !m.serving() {
 		return nil, fmt.Errorf("cluster %q: %w", name, ErrClusterNotFound)
 	}
 	return m.cluster(), nil

@@ -319,6 +319,16 @@ func (m *member) state() State {
 	return m.st
 }
 
+// serving reports whether the member's stores serve: it has joined, and
+// has not yet stopped them.
+func (m *member) serving() bool {
+	switch m.state() {
+	case Ready, Leaving:
+		return true
+	}
+	return false
+}
+
 // cluster returns the member's cluster, while it has one.
 func (m *member) cluster() *Cluster {
 	m.mu.Lock()

@@ -49,11 +49,11 @@ func (s *Stores[T]) Key() fxstore.Key { return s.key }
 // String describes the stores.
 func (s *Stores[T]) String() string { return s.key.String() }
 
-// In returns the store in the member name. It returns ErrClusterNotFound
-// for a cluster that has not joined, or has left.
+// In returns the store in the member name, from when the member has
+// joined until it has left. It returns ErrClusterNotFound otherwise.
 func (s *Stores[T]) In(name ClusterName) (*fxstore.Store[T], error) {
 	m := s.fleet.member(name)
-	if m == nil || m.state() != Ready {
+	if m == nil || !m.serving() {
 		return nil, fmt.Errorf("store %s in cluster %q: %w", s.key, name, ErrClusterNotFound)
 	}
 	s.mu.Lock()

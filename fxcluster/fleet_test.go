@@ -1,0 +1,244 @@
+package fxcluster_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"go.uber.org/zap/zaptest"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fxkube/fxkube/connection"
+	"github.com/fxkube/fxkube/fxcluster"
+	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/fxstore/fxstoretest"
+	"github.com/fxkube/fxkube/internal/testenv"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fleetEnv is a fleet whose members are in-memory sources, one per host.
+type fleetEnv struct {
+	t       *testing.T
+	fleet   *fxcluster.Fleet
+	sources map[string]*fxstoretest.Source // by host
+	aware   chan fxcluster.Aware
+}
+
+func newFleetEnv(t *testing.T, sources map[string]*fxstoretest.Source) *fleetEnv {
+	env := &fleetEnv{t: t, sources: sources, aware: make(chan fxcluster.Aware, 1)}
+	provider := fxcluster.ProviderFunc(func(ctx context.Context, clusters fxcluster.Aware) error {
+		env.aware <- clusters
+		<-ctx.Done()
+		return nil
+	})
+	env.fleet = fxcluster.NewFleet(clientgoscheme.Scheme, zaptest.NewLogger(t), fxcluster.Options{
+		SyncTimeout: 2 * time.Second,
+		StopTimeout: time.Second,
+		Backoff:     wait.Backoff{Duration: 10 * time.Millisecond, Factor: 1, Steps: 1 << 30},
+		Providers:   []fxcluster.Provider{provider},
+		NewSource:   func(c *connection.Connection) fxstore.Source { return sources[c.Config.Host] },
+	})
+	return env
+}
+
+// run starts the fleet and the runnables, and stops them when the test
+// ends. It returns what engages members.
+func (env *fleetEnv) run(runnables ...interface{ Start(context.Context) error }) fxcluster.Aware {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, rn := range append(runnables, env.fleet) {
+		wg.Go(func() { assert.NoError(env.t, rn.Start(ctx)) })
+	}
+	env.t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+	return <-env.aware
+}
+
+func (env *fleetEnv) state(name fxcluster.ClusterName) (fxcluster.ClusterInfo, bool) {
+	for _, info := range env.fleet.Clusters() {
+		if info.Name == name {
+			return info, true
+		}
+	}
+	return fxcluster.ClusterInfo{}, false
+}
+
+func (env *fleetEnv) requireState(name fxcluster.ClusterName, want fxcluster.State) fxcluster.ClusterInfo {
+	env.t.Helper()
+	var info fxcluster.ClusterInfo
+	require.Eventually(env.t, func() bool {
+		info, _ = env.state(name)
+		return info.State == want
+	}, 10*time.Second, 5*time.Millisecond, "cluster %q %s", name, want)
+	return info
+}
+
+func configFor(host string) *rest.Config { return &rest.Config{Host: host} }
+
+// A member whose source fails fails alone, with its cause, and joins once
+// the source works. Reconciles reach the working member meanwhile.
+func TestMemberFailsAloneAndJoinsOnceItCan(t *testing.T) {
+	sources := map[string]*fxstoretest.Source{
+		"https://a": fxstoretest.NewSource(clientgoscheme.Scheme, testenv.ConfigMap("web", "in-a")),
+		"https://b": fxstoretest.NewSource(clientgoscheme.Scheme, testenv.ConfigMap("web", "in-b")),
+	}
+	restore := sources["https://b"].Fail(errors.New("b is away"))
+	env := newFleetEnv(t, sources)
+	configMaps, err := fxcluster.For[*corev1.ConfigMap](env.fleet, fxstore.Spec{})
+	require.NoError(t, err)
+	var seen testenv.Records[fxcluster.Request]
+	ctrl, err := fxcluster.NewController("record", configMaps, fxcluster.Func(func(_ context.Context, req fxcluster.Request) (reconcile.Result, error) {
+		store, err := configMaps.In(req.ClusterName)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if _, err := store.Get(req.Namespace, req.Name); err != nil {
+			return reconcile.Result{}, err
+		}
+		seen.Add(req)
+		return reconcile.Result{}, nil
+	}))
+	require.NoError(t, err)
+	aware := env.run(ctrl)
+	require.NoError(t, aware.Engage(t.Context(), "a", configFor("https://a")))
+	require.NoError(t, aware.Engage(t.Context(), "b", configFor("https://b")))
+
+	env.requireState("a", fxcluster.Ready)
+	failed := env.requireState("b", fxcluster.Failed)
+	require.ErrorContains(t, failed.Err, "b is away")
+	require.ErrorContains(t, failed.Err, `cluster "b"`)
+	inA := fxcluster.Request{Request: reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "web", Name: "in-a"}}, ClusterName: "a"}
+	require.Eventually(t, func() bool { return len(seen.All()) == 1 }, 10*time.Second, 5*time.Millisecond)
+	assert.Equal(t, []fxcluster.Request{inA}, seen.All())
+	_, err = env.fleet.GetCluster(t.Context(), "b")
+	require.ErrorIs(t, err, fxcluster.ErrClusterNotFound)
+
+	restore()
+	env.requireState("b", fxcluster.Ready)
+	inB := fxcluster.Request{Request: reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "web", Name: "in-b"}}, ClusterName: "b"}
+	require.Eventually(t, func() bool { return len(seen.All()) == 2 }, 10*time.Second, 5*time.Millisecond)
+	assert.ElementsMatch(t, []fxcluster.Request{inA, inB}, seen.All())
+	info, _ := env.state("b")
+	assert.Greater(t, info.Attempts, 1)
+	assert.Equal(t, "cluster://b/web/in-b", inB.String())
+}
+
+// A member that leaves lets its reconcile in flight finish before its
+// stores stop, and drops the requests queued for it.
+func TestLeavingMemberFinishesWorkInFlight(t *testing.T) {
+	sources := map[string]*fxstoretest.Source{
+		"https://a": fxstoretest.NewSource(clientgoscheme.Scheme, testenv.ConfigMap("web", "one"), testenv.ConfigMap("web", "two")),
+	}
+	env := newFleetEnv(t, sources)
+	configMaps, err := fxcluster.For[*corev1.ConfigMap](env.fleet, fxstore.Spec{})
+	require.NoError(t, err)
+	started, finish := make(chan struct{}), make(chan struct{})
+	var reconciled testenv.Records[string]
+	var once sync.Once
+	ctrl, err := fxcluster.NewController("slow", configMaps, fxcluster.Func(func(ctx context.Context, req fxcluster.Request) (reconcile.Result, error) {
+		once.Do(func() { close(started) })
+		<-finish
+		store, err := configMaps.In(req.ClusterName)
+		if err == nil {
+			_, err = store.Get(req.Namespace, req.Name)
+		}
+		reconciled.Add(req.Name + ": " + errString(err) + ", ctx " + errString(ctx.Err()))
+		return reconcile.Result{}, nil
+	}))
+	require.NoError(t, err)
+	aware := env.run(ctrl)
+	memberCtx, leave := context.WithCancel(t.Context())
+	require.NoError(t, aware.Engage(memberCtx, "a", configFor("https://a")))
+	<-started
+
+	leave()
+	env.requireState("a", fxcluster.Leaving)
+	close(finish)
+	require.Eventually(t, func() bool { _, ok := env.state("a"); return !ok }, 10*time.Second, 5*time.Millisecond)
+	// The reconcile in flight read its store while the member was
+	// leaving; the other request, queued, was dropped.
+	all := reconciled.All()
+	require.Len(t, all, 1)
+	assert.Regexp(t, `^(one|two): <nil>, ctx <nil>$`, all[0])
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return err.Error()
+}
+
+// Engaging a name again replaces the member: its stores are the new
+// source's.
+func TestEngagingAgainReconnects(t *testing.T) {
+	sources := map[string]*fxstoretest.Source{
+		"https://old": fxstoretest.NewSource(clientgoscheme.Scheme, testenv.ConfigMap("web", "old")),
+		"https://new": fxstoretest.NewSource(clientgoscheme.Scheme, testenv.ConfigMap("web", "new")),
+	}
+	env := newFleetEnv(t, sources)
+	configMaps, err := fxcluster.For[*corev1.ConfigMap](env.fleet, fxstore.Spec{})
+	require.NoError(t, err)
+	aware := env.run()
+	names := func() []string {
+		store, err := configMaps.In("a")
+		if err != nil {
+			return nil
+		}
+		cms, err := store.List()
+		if err != nil {
+			return nil
+		}
+		var names []string
+		for _, cm := range cms {
+			names = append(names, cm.Name)
+		}
+		return names
+	}
+	require.NoError(t, aware.Engage(t.Context(), "a", configFor("https://old")))
+	require.Eventually(t, func() bool { return assert.ObjectsAreEqual([]string{"old"}, names()) }, 10*time.Second, 5*time.Millisecond)
+	require.NoError(t, aware.Engage(t.Context(), "a", configFor("https://new")))
+	require.Eventually(t, func() bool { return assert.ObjectsAreEqual([]string{"new"}, names()) }, 10*time.Second, 5*time.Millisecond)
+	info := env.requireState("a", fxcluster.Ready)
+	assert.Equal(t, "https://new", info.Host)
+	assert.Len(t, env.fleet.Clusters(), 1)
+}
+
+// Bad names and configs fail Engage with a message saying what is wrong;
+// a store asked for once the fleet runs fails too.
+func TestBadEngagementsFail(t *testing.T) {
+	env := newFleetEnv(t, map[string]*fxstoretest.Source{})
+	aware := env.run()
+	tests := []struct {
+		give    fxcluster.ClusterName
+		cfg     *rest.Config
+		wantErr string
+	}{
+		{give: "", cfg: configFor("https://a"), wantErr: "the empty name is the app's own cluster"},
+		{give: "Not_A_Name", cfg: configFor("https://a"), wantErr: `cluster name "Not_A_Name"`},
+		{give: "a", wantErr: `cluster "a": no rest config`},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.give), func(t *testing.T) {
+			require.ErrorContains(t, aware.Engage(t.Context(), tt.give, tt.cfg), tt.wantErr)
+		})
+	}
+	_, err := fxcluster.For[*corev1.ConfigMap](env.fleet, fxstore.Spec{})
+	require.ErrorContains(t, err, "declare stores and controllers of every member in a constructor")
+	_, err = fxcluster.For[*corev1.ConfigMap](fxcluster.NewFleet(clientgoscheme.Scheme, nil, fxcluster.Options{}), fxstore.Spec{LabelSelector: "a=("})
+	require.ErrorContains(t, err, "store in every member cluster")
+	assert.Empty(t, env.fleet.Clusters())
+}
