@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/fxkube/fxkube/apiserver"
@@ -237,14 +238,13 @@ func (f *Fleet) NeedLeaderElection() bool { return false }
 // GetCluster returns the member name once it has joined (its stores have
 // synced) and until it has left (its work in flight is done). It returns
 // ErrClusterNotFound for a cluster that has not joined, or has left.
-func (f *Fleet) GetCluster(_ context.Context, name ClusterName) (*Cluster, error) {
-	f.mu.Lock()
-	m := f.members[name]
-	f.mu.Unlock()
-	if m == nil || !m.serving() {
-		return nil, fmt.Errorf("cluster %q: %w", name, ErrClusterNotFound)
+func (f *Fleet) GetCluster(_ context.Context, name ClusterName) (cluster.Cluster, error) {
+	if m := f.member(name); m != nil && m.serving() {
+		if c := m.cluster(); c != nil {
+			return c, nil
+		}
 	}
-	return m.cluster(), nil
+	return nil, fmt.Errorf("cluster %q: %w", name, ErrClusterNotFound)
 }
 
 // member returns the member name, whatever its state, or nil.

@@ -8,15 +8,18 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/zapr"
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/api/meta"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
 	"github.com/fxkube/fxkube/connection"
 	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/internal/recorders"
 	"github.com/fxkube/fxkube/storecache"
 )
 
@@ -51,10 +54,14 @@ type ClusterInfo struct {
 	Stores []fxstore.StoreInfo
 }
 
-// Cluster is a member cluster that has joined: its connection, and its
-// stores behind a controller-runtime cache and client.
+// Cluster is a member cluster that has joined: its connection, its stores
+// behind a controller-runtime cache and client, and its event recorders.
+// It is a controller-runtime cluster.Cluster, started by the fleet.
 type Cluster struct {
+	*recorders.Broadcasting
+
 	name     ClusterName
+	left     <-chan struct{}
 	conn     *connection.Connection
 	scheme   *k8sruntime.Scheme
 	registry *fxstore.Registry
@@ -94,6 +101,18 @@ func (c *Cluster) GetRESTMapper() meta.RESTMapper { return c.conn.Mapper }
 
 // GetScheme returns the app's scheme.
 func (c *Cluster) GetScheme() *k8sruntime.Scheme { return c.scheme }
+
+// Start returns once ctx ends or the cluster has left: the fleet starts
+// and stops a member, not its users.
+func (c *Cluster) Start(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+	case <-c.left:
+	}
+	return nil
+}
+
+var _ cluster.Cluster = (*Cluster)(nil)
 
 // member is one engagement of a cluster: from Engage until it has left.
 type member struct {
@@ -176,6 +195,7 @@ func (m *member) run() {
 	c := m.joined
 	m.joined = nil
 	m.mu.Unlock()
+	c.Broadcasting.Stop()
 	c.registry.Stop()
 	m.forget()
 	m.log.Info("cluster left", zap.Duration("took", time.Since(began)))
@@ -218,6 +238,7 @@ func (m *member) join() (err error) {
 		}
 		return fmt.Errorf("sync stores of cluster %q:\n%w", m.name, err)
 	}
+	c.Broadcasting.Start()
 	m.setState(Ready, nil)
 	m.log.Info("cluster joined", zap.String("host", m.conn.Config.Host),
 		zap.Int("stores", len(c.registry.Stores())), zap.Duration("took", time.Since(began)))
@@ -239,7 +260,11 @@ func (m *member) newCluster() (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster %q: client: %w", m.name, err)
 	}
-	c := &Cluster{name: m.name, conn: m.conn, scheme: f.scheme, registry: r, cache: cache, client: cl}
+	rec, err := recorders.New(m.conn, f.scheme, zapr.NewLogger(m.log.Named("events")))
+	if err != nil {
+		return nil, fmt.Errorf("cluster %q: %w", m.name, err)
+	}
+	c := &Cluster{Broadcasting: rec, name: m.name, left: m.done, conn: m.conn, scheme: f.scheme, registry: r, cache: cache, client: cl}
 	m.mu.Lock()
 	m.joined = c
 	m.mu.Unlock()

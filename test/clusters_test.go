@@ -96,6 +96,15 @@ func TestFleetAcrossClusters(t *testing.T) {
 		}
 	}
 	requireCopies("1")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		events, err := kubes["east"].EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if assert.NoError(c, err) && assert.Len(c, events.Items, 1) {
+			e := events.Items[0]
+			assert.Equal(c, "Copied", e.Reason)
+			assert.Equal(c, fleet.Controller, e.ReportingController)
+			assert.Equal(c, "settings", e.Regarding.Name)
+		}
+	}, time.Minute, 100*time.Millisecond, "the Copied Event in east")
 
 	// The broken members fail alone, named with their causes.
 	require.EventuallyWithT(t, func(c *assert.CollectT) {

@@ -80,7 +80,13 @@ func (r *reconciler) Reconcile(ctx context.Context, req fxcluster.Request) (reco
 	case !srcFound:
 		return reconcile.Result{}, client.IgnoreNotFound(c.Delete(ctx, dst, client.Preconditions{UID: &dst.UID}))
 	case !dstFound:
-		return reconcile.Result{}, r.create(ctx, c, copyOf(src, nil))
+		cm := copyOf(src, nil)
+		if err := r.create(ctx, c, cm); err != nil {
+			return reconcile.Result{}, err
+		}
+		cl.GetEventRecorder(Controller).Eventf(cm, nil, corev1.EventTypeNormal, "Copied", "Copy",
+			"copied from ConfigMap %s/%s of the app's cluster", src.Namespace, src.Name)
+		return reconcile.Result{}, nil
 	case sameContent(src, dst):
 		return reconcile.Result{}, nil
 	default:
