@@ -99,15 +99,18 @@ func (x indexerReader) count() int { return len(x.indexer.ListKeys()) }
 type ownInformer struct {
 	indexerReader
 	e *entry
+	// inf is the store's informer when the backing was made: a store that
+	// waits for its kind gets a new one each time it starts again.
+	inf cache.SharedIndexInformer
 }
 
 func newOwnInformer(e *entry) *ownInformer {
-	return &ownInformer{indexerReader{e.informer.GetIndexer()}, e}
+	return &ownInformer{indexerReader{e.informer.GetIndexer()}, e, e.informer}
 }
 
 var _ backing = (*ownInformer)(nil)
 
-func (o *ownInformer) informer() cache.SharedIndexInformer { return o.e.informer }
+func (o *ownInformer) informer() cache.SharedIndexInformer { return o.inf }
 
 // add declares the request's indexes on the store's informer. Before the
 // store is planned, it also records the options that choose its backing:
@@ -156,7 +159,7 @@ func (*ownInformer) describe(*StoreInfo) {}
 // close does nothing: the registry stops the informer (entry.stop).
 func (*ownInformer) close() {}
 
-func (o *ownInformer) heapBytes(n int) int64 { return o.e.heapBytes(n) }
+func (o *ownInformer) heapBytes(n int) int64 { return o.e.heapBytes(o.indexer, n) }
 
 // indexNames maps each index to its own name: where a store with an
 // informer of its own declares it.

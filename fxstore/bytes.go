@@ -307,6 +307,7 @@ type heldAsBytes struct {
 	*informers.Filtered
 	indexerReader // of the decoded objects
 	e             *entry
+	raw           cache.Indexer // the informer's, of encodings
 }
 
 var _ backing = (*heldAsBytes)(nil)
@@ -318,7 +319,7 @@ func newHeldAsBytes(e *entry) *heldAsBytes {
 		Match:   func(any) bool { return true },
 		Project: e.codec,
 	})
-	return &heldAsBytes{Filtered: decoded, indexerReader: indexerReader{decoded.GetIndexer()}, e: e}
+	return &heldAsBytes{Filtered: decoded, indexerReader: indexerReader{decoded.GetIndexer()}, e: e, raw: e.informer.GetIndexer()}
 }
 
 func (b *heldAsBytes) informer() cache.SharedIndexInformer { return b.Filtered }
@@ -331,7 +332,7 @@ func (b *heldAsBytes) add(req request, indexes []index) error {
 // list returns the objects in namespace, or in all when it is "", that
 // sel selects. It decodes those only.
 func (b *heldAsBytes) list(namespace string, sel labels.Selector) ([]any, error) {
-	items, err := indexerReader{b.e.informer.GetIndexer()}.list(namespace, nil)
+	items, err := indexerReader{b.raw}.list(namespace, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -359,7 +360,7 @@ func (b *heldAsBytes) close() { b.Filtered.Close() }
 func (b *heldAsBytes) heapBytes(int) int64 {
 	var n int64
 	fields := make(map[unique.Handle[string]]struct{})
-	for _, obj := range b.e.informer.GetIndexer().List() {
+	for _, obj := range b.raw.List() {
 		h, ok := obj.(*held)
 		if !ok {
 			n += share.Size(obj)

@@ -82,6 +82,9 @@ type entry struct {
 	// Both are guarded by the registry's lock.
 	whole      *entry
 	shardViews int
+	// served is the store's state as a store that waits for its kind
+	// (see served.go).
+	served servedState
 	// gate is, for a sharded store, the gate its controllers reconcile
 	// through (storehooks.Buckets.SetGate); set before any controller
 	// asks for it.
@@ -126,15 +129,21 @@ func newEntry(key Key, example k8sruntime.Object, t Transform, r *Registry) *ent
 	e := newStoreEntry(key, r)
 	e.example, e.transform = example, t
 	e.indexes, e.onInformer = make(map[string]index), make(map[string]string)
-	e.informer = cache.NewSharedIndexInformerWithOptions(&e.lw, example, cache.SharedIndexInformerOptions{
-		Indexers:          cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-		ObjectDescription: key.String(),
-	})
-	// Neither call can fail before the informer has started.
-	_ = e.informer.SetTransform(e.transformObject)
-	_ = e.informer.SetWatchErrorHandlerWithContext(e.watchError)
+	e.informer = e.newInformer()
 	e.backed.Store(&backingRef{newOwnInformer(e)})
 	return e
+}
+
+// newInformer returns an informer for the store, not started.
+func (e *entry) newInformer() cache.SharedIndexInformer {
+	inf := cache.NewSharedIndexInformerWithOptions(&e.lw, e.example, cache.SharedIndexInformerOptions{
+		Indexers:          cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+		ObjectDescription: e.key.String(),
+	})
+	// Neither call can fail before the informer has started.
+	_ = inf.SetTransform(e.transformObject)
+	_ = inf.SetWatchErrorHandlerWithContext(e.watchError)
+	return inf
 }
 
 // newStoreEntry returns the store of key, with no backing yet.
@@ -420,14 +429,14 @@ func (e *entry) held() (objects int, bytes int64) {
 // heap.
 const sampled = 32
 
-// heapBytes estimates the heap the n objects of the store's own informer
-// take. With sharing, its table keeps the count; without, a sample of
-// the objects is sized.
-func (e *entry) heapBytes(n int) int64 {
+// heapBytes estimates the heap the n objects of the store's own informer,
+// whose indexer is given, take. With sharing, its table keeps the count;
+// without, a sample of the objects is sized.
+func (e *entry) heapBytes(indexer cache.Indexer, n int) int64 {
 	if t := e.shared.Load(); t != nil {
 		return t.Bytes(n)
 	}
-	objs := e.informer.GetIndexer().List()
+	objs := indexer.List()
 	if len(objs) == 0 {
 		return 0
 	}
@@ -447,11 +456,12 @@ func (e *entry) info() StoreInfo {
 		Key:       e.key,
 		Consumers: slices.Clone(e.consumers),
 		Status: StoreStatus{
-			Synced:       e.synced.Load(),
-			SyncDuration: e.syncedIn,
-			LastError:    cmp.Or(e.reportedErrLocked(), failing),
-			FailingSince: since,
-			OutsideShard: e.outsideShard.Load(),
+			Synced:         e.synced.Load(),
+			SyncDuration:   e.syncedIn,
+			LastError:      cmp.Or(e.reportedErrLocked(), failing),
+			FailingSince:   since,
+			OutsideShard:   e.outsideShard.Load(),
+			WaitingForKind: e.served.waiting.Load(),
 		},
 	}
 	e.mu.Unlock()

@@ -41,6 +41,11 @@ func init() {
 		IndexOnly:       indexOnly,
 		Started:         (*Registry).isStarted,
 		ReleaseConsumer: (*Registry).releaseConsumer,
+		WaitForKind:     (*Registry).waitForKind,
+		Serve: func(ctx context.Context, r *Registry, key Key) (func(), error) {
+			return r.serve(ctx, key)
+		},
+		WaitingForKind: (*Registry).waitingForKind,
 		CheckSpec: func(r *Registry, spec Spec) error {
 			_, err := spec.key(schema.GroupVersionKind{Version: "v1", Kind: "Check"}, Typed, &r.selectors)
 			return err

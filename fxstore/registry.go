@@ -54,6 +54,10 @@ type Registry struct {
 	// object the stores take (see mutationDetector).
 	detector atomic.Pointer[mutationDetector]
 
+	// waitsForKind names, until Start, the consumers whose requests are
+	// for controllers that wait for their kind to be served (see
+	// served.go).
+	waitsForKind map[string]bool
 	// byConsumer holds, until Start, a release of each request For made,
 	// by consumer (see releaseConsumer).
 	byConsumer map[string][]func()
@@ -225,6 +229,11 @@ type StoreStatus struct {
 	// store that one is a view of), or drops what arrives outside its
 	// shard (OutsideShard).
 	ShardOnClient bool
+	// WaitingForKind reports a store that waits for its kind to be
+	// served: only controllers that wait for their kind asked for it
+	// (fxcontroller.WhenServed), and the API server does not serve the
+	// kind. It holds nothing and has no informer running.
+	WaitingForKind bool
 }
 
 // Stores describes every store, in the order they were first requested.
@@ -270,6 +279,7 @@ func (r *Registry) Start(ctx context.Context, src Source) error {
 	r.started = true
 	r.byConsumer = nil
 	r.cancel, r.src, r.runCtx = cancel, src, runCtx
+	r.markWaitingForKindLocked()
 	var entries, views []*entry
 	parents := make(map[*entry]*entry)
 	plan := r.planViews(r.order)
@@ -297,7 +307,7 @@ func (r *Registry) Start(ctx context.Context, src Source) error {
 	for i, e := range entries {
 		wg.Go(func() {
 			b, err := src.Bind(ctx, e.key)
-			if err != nil {
+			if err != nil && !e.waitsForKind(err) {
 				errs[i] = &StoreError{Key: e.key, Err: err}
 			}
 			bindings[i] = b
@@ -322,10 +332,11 @@ func (r *Registry) Start(ctx context.Context, src Source) error {
 		return errors.New("fxstore: registry stopped while starting")
 	}
 	for i, e := range entries {
+		if e.served.waiting.Load() {
+			continue // until its kind is served
+		}
 		e.bind(bindings[i], now)
-		ctx := e.runContext(runCtx)
-		r.wg.Go(func() { e.informer.RunWithContext(ctx) })
-		r.wg.Go(func() { e.awaitSync(ctx, e.informer.HasSyncedChecker().Done()) })
+		r.runLocked(e)
 	}
 	for _, e := range views {
 		r.startView(e, parents[e])

@@ -167,6 +167,9 @@ func (r *Registry) waiting(key *Key) waitState {
 	r.mu.Unlock()
 	// Waiting runs at each change: it does not size the stores.
 	for _, e := range entries {
+		if e.served.waiting.Load() {
+			continue // not started: nothing to wait for
+		}
 		info := e.info()
 		w.total++
 		if info.Status.Synced {

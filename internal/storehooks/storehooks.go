@@ -69,6 +69,19 @@ type Hooks[R, K, S, O any] struct {
 	// nil: a sharded store's, given through its Buckets. store is a
 	// *fxstore.Store or a value that embeds one, such as *fxshard.Store.
 	Gate func(store any) primary.Gated
+	// WaitForKind records, before r starts, that the requests consumers
+	// make are for controllers that wait for their kind to be served
+	// (fxcontroller.WhenServed): a store of a kind only they asked for
+	// does not fail the start when its kind is not served, but waits.
+	WaitForKind func(r R, consumers []string)
+	// Serve starts the store of key, which waits for its kind, now that
+	// the kind is served (wait for it with WaitForStore); release gives
+	// it back, and the last release stops it again. A store that does not
+	// wait for its kind runs anyway.
+	Serve func(ctx context.Context, r R, key K) (release func(), err error)
+	// WaitingForKind reports whether the store of key waits for its kind,
+	// not started.
+	WaitingForKind func(r R, key K) bool
 	// DetectMutations makes r keep a copy of every object its stores take,
 	// before r starts; check names each object changed in place since.
 	// The test kits use it.
