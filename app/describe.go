@@ -147,6 +147,9 @@ type Store struct {
 	// ViewOf is the key of the store this one is a view of, served from
 	// its informer with no watch or copy of its own.
 	ViewOf string `json:"viewOf,omitempty"`
+	// WaitingForKind reports, for a running app, a store that waits for
+	// its kind to be served, not started (see fxcontroller.WhenServed).
+	WaitingForKind bool `json:"waitingForKind,omitempty"`
 	// Failing says, for a running app, since when and why the store's
 	// list/watch fails (see fxstore.FailingError).
 	Failing string `json:"failing,omitempty"`
@@ -164,6 +167,12 @@ type Controller struct {
 	Secondary   []string `json:"secondary,omitempty"`
 	Writes      []string `json:"writes,omitempty"`
 	NeedsLeader bool     `json:"needsLeader"`
+	// WhenServed reports a controller that waits for its kinds to be
+	// served (fxcontroller.WhenServed).
+	WhenServed bool `json:"whenServed,omitempty"`
+	// State is, for a running app, what the controller does, such as
+	// "running" or "waiting for kind Widget.example.com/v1 to be served".
+	State string `json:"state,omitempty"`
 }
 
 // unconnected is the API server the graph is built with when no cluster is
@@ -317,7 +326,10 @@ func NewGraph(reg *fxstore.Registry, ctrls fxcontroller.Controllers, hosted fxco
 	}
 	for _, c := range ctrls {
 		info := c.Info()
-		gc := Controller{Name: info.Name, DeclaredBy: info.DeclaredBy, Primary: info.Primary.String(), NeedsLeader: info.NeedsLeader}
+		gc := Controller{Name: info.Name, DeclaredBy: info.DeclaredBy, Primary: info.Primary.String(), NeedsLeader: info.NeedsLeader, WhenServed: info.WhenServed}
+		if st := c.Status(); st.State != fxcontroller.NotStarted {
+			gc.State = st.String()
+		}
 		uses(info.Primary, info.Name)
 		for _, k := range info.Secondary {
 			gc.Secondary = append(gc.Secondary, k.String())
@@ -347,6 +359,7 @@ func NewGraph(reg *fxstore.Registry, ctrls fxcontroller.Controllers, hosted fxco
 			Namespace: k.Namespace, LabelSelector: k.LabelSelector, FieldSelector: k.FieldSelector,
 			Projection: k.Projection.String(), Transform: k.Transform,
 			Consumers: s.Consumers, Controllers: byKey[k], Indexes: s.Indexes, Late: s.Late,
+			WaitingForKind: s.Status.WaitingForKind,
 		})
 	}
 	g.Specs = len(g.Stores)
@@ -428,7 +441,7 @@ With --cluster, also read the sharding group from the cluster of --kubeconfig
                "fieldSelector", "projection", "transform", "consumers": [...],
                "controllers": [...], "indexes": [...], "late", "viewOf"}],
    "controllers": [{"name", "declaredBy", "primary", "secondary": [...],
-                    "writes": [...], "needsLeader"}],
+                    "writes": [...], "needsLeader", "whenServed"}],
    "hosted": [{"name", "declaredBy", "controllers": [...], "writes": [...]}],
    "webhooks": [{"path", "type", "kind", "servedBy": [...]}],
    "sharding": {"group", "buckets", "error",
@@ -489,6 +502,9 @@ func (g Graph) WriteText(w io.Writer) {
 		if s.Late {
 			fmt.Fprintln(w, "    started late, on first read")
 		}
+		if s.WaitingForKind {
+			fmt.Fprintln(w, "    waiting for its kind to be served")
+		}
 		if s.Failing != "" {
 			fmt.Fprintf(w, "    %s\n", s.Failing)
 		}
@@ -506,6 +522,12 @@ func (g Graph) WriteText(w io.Writer) {
 	fmt.Fprintln(w, "\nControllers:")
 	for _, c := range g.Controllers {
 		fmt.Fprintf(w, "  %s (declared by %s)\n    primary: %s\n", c.Name, c.DeclaredBy, c.Primary)
+		if c.WhenServed {
+			fmt.Fprintln(w, "    waits for its kinds to be served (fxcontroller.WhenServed)")
+		}
+		if c.State != "" {
+			fmt.Fprintf(w, "    state: %s\n", c.State)
+		}
 		for _, s := range c.Secondary {
 			fmt.Fprintf(w, "    watches: %s\n", s)
 		}

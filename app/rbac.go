@@ -229,6 +229,10 @@ func (a *app) rbacMapper(discover bool, crds []string) (meta.RESTMapper, error) 
 		plural, singular := meta.UnsafeGuessKindToResource(gvk)
 		mapper.AddSpecific(gvk, plural, singular, meta.RESTScopeNamespace)
 	}
+	// Controllers that wait for their kinds watch CRDs.
+	crd := apiextensionsv1.SchemeGroupVersion
+	mapper.AddSpecific(crd.WithKind("CustomResourceDefinition"), crd.WithResource("customresourcedefinitions"),
+		crd.WithResource("customresourcedefinition"), meta.RESTScopeRoot)
 	for _, path := range crds {
 		defs, err := readCRDs(path)
 		if err != nil {

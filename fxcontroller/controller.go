@@ -38,8 +38,16 @@ type Controller struct {
 	sources     []*storeSource // the primary's first
 	writes      []Write
 	needsLeader bool
+	// whenServed makes the controller wait for its kinds (WhenServed);
+	// served, set by Collect, tells which are served.
+	whenServed bool
+	served     *servedKinds
 
-	ctrl controller.Controller
+	// options build the controller-runtime controller, anew for each run
+	// of a controller that waits for its kinds: one starts once.
+	options controller.Options
+	ctrl    controller.Controller
+	status  status
 	// log is set by New and, unless ownLogger (WithLogger), replaced by
 	// Collect with the app's before the controller starts.
 	log       atomic.Pointer[loggers]
@@ -125,6 +133,7 @@ func New(name string, primary Primary, r reconcile.Reconciler, opts ...Option) (
 		sources:     append([]*storeSource{newStoreSource(primary, &handler.EnqueueRequestForObject{}, o.predicates)}, o.watches...),
 		writes:      o.writes,
 		needsLeader: o.leaderElection,
+		whenServed:  o.whenServed,
 	}
 	if o.logger != nil {
 		c.ownLogger = true
@@ -132,7 +141,7 @@ func New(name string, primary Primary, r reconcile.Reconciler, opts ...Option) (
 	} else {
 		c.setLogger(zap.NewNop())
 	}
-	ctrl, err := controller.NewUnmanaged(name, controller.Options{
+	c.options = controller.Options{
 		// Several apps may share a process, in tests; Provide checks that
 		// names are unique in each app.
 		SkipNameValidation:      new(true),
@@ -142,17 +151,28 @@ func New(name string, primary Primary, r reconcile.Reconciler, opts ...Option) (
 		RecoverPanic:            new(true),
 		Reconciler:              finishOnStop(r),
 		LogConstructor:          c.logFor,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("controller %q: %w", name, err)
 	}
-	for _, src := range c.sources {
-		if err := ctrl.Watch(src); err != nil {
-			return nil, fmt.Errorf("controller %q: %w", name, err)
-		}
+	ctrl, err := c.build()
+	if err != nil {
+		return nil, err
 	}
 	c.ctrl = ctrl
 	return c, nil
+}
+
+// build returns a controller-runtime controller fed by the controller's
+// sources, not started.
+func (c *Controller) build() (controller.Controller, error) {
+	ctrl, err := controller.NewUnmanaged(c.name, c.options)
+	if err != nil {
+		return nil, fmt.Errorf("controller %q: %w", c.name, err)
+	}
+	for _, src := range c.sources {
+		if err := ctrl.Watch(src); err != nil {
+			return nil, fmt.Errorf("controller %q: %w", c.name, err)
+		}
+	}
+	return ctrl, nil
 }
 
 // Name returns the controller's name.
@@ -180,6 +200,8 @@ type Info struct {
 	Writes []Write
 	// NeedsLeader reports whether it runs only on the leader.
 	NeedsLeader bool
+	// WhenServed reports that it waits for its kinds to be served.
+	WhenServed bool
 }
 
 // Info describes the controller.
@@ -190,6 +212,7 @@ func (c *Controller) Info() Info {
 		Primary:     c.primary,
 		Writes:      slices.Clone(c.writes),
 		NeedsLeader: c.needsLeader,
+		WhenServed:  c.whenServed,
 	}
 	for _, src := range c.sources[1:] {
 		info.Secondary = append(info.Secondary, src.key)
@@ -204,8 +227,23 @@ func (c *Controller) Info() Info {
 // lifecycle, the context of a reconcile in flight then ends only once the
 // stop timeout has passed (or, with leader election, leadership is lost), so
 // that the reconcile can finish its work. A controller starts once.
+//
+// A controller that waits for its kinds (WhenServed) runs each time they
+// are served, and stops each time one is not, until ctx ends.
 func (c *Controller) Start(ctx context.Context) error {
-	err := c.ctrl.Start(ctx)
+	if c.whenServed && c.served != nil {
+		return c.runWhenServed(ctx)
+	}
+	c.started()
+	err := c.run(ctx, c.ctrl)
+	c.stopped(stopReason(ctx, err))
+	return err
+}
+
+// run runs ctrl, one run of the controller, until ctx ends, and
+// unsubscribes it from the informers.
+func (c *Controller) run(ctx context.Context, ctrl controller.Controller) error {
+	err := ctrl.Start(ctx)
 	for _, src := range c.sources {
 		err = errors.Join(err, src.stop())
 	}

@@ -1,6 +1,7 @@
 package fxcontroller
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -11,6 +12,7 @@ import (
 	"go.uber.org/zap"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/fxkube/fxkube/connection"
 	"github.com/fxkube/fxkube/fxstore"
@@ -46,8 +48,41 @@ var Collect = fx.Options(
 	fx.Provide(collect),
 	// Build every controller in fx.New, so bad and duplicate controllers
 	// fail there even when nothing runs them.
-	fx.Invoke(func(Controllers) {}),
+	fx.Invoke(registerMetrics),
 )
+
+// registerMetrics serves the controllers' metrics (see Controllers'
+// Collect) in controller-runtime's registry, which /metrics serves, while
+// the app runs.
+func registerMetrics(lc fx.Lifecycle, cs Controllers, p metricsParams) {
+	log := p.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	registered := false
+	lc.Append(fx.Hook{
+		OnStart: func(context.Context) error {
+			if err := metrics.Registry.Register(cs); err != nil {
+				log.Warn("controller metrics not registered; is another app running in this process?", zap.Error(err))
+				return nil
+			}
+			registered = true
+			return nil
+		},
+		OnStop: func(context.Context) error {
+			if registered {
+				metrics.Registry.Unregister(cs)
+			}
+			return nil
+		},
+	})
+}
+
+type metricsParams struct {
+	fx.In
+
+	Logger *zap.Logger `optional:"true"`
+}
 
 // controllersGroup is the value group of the controllers Provide declares.
 const controllersGroup = "fxcontroller.controllers"
@@ -208,6 +243,20 @@ func collect(p collectParams) (collectResult, error) {
 	}
 	if err := errors.Join(errs...); err != nil {
 		return collectResult{}, err
+	}
+	if consumers := waitingConsumers(cs); len(consumers) > 0 && p.Registry != nil {
+		// Controllers that wait for their kinds learn which are served
+		// from the app's CRDs.
+		served, err := newServedKinds(p.Registry)
+		if err != nil {
+			return collectResult{}, err
+		}
+		storeHooks.WaitForKind(p.Registry, consumers)
+		for _, c := range cs {
+			if c.whenServed {
+				c.served = served
+			}
+		}
 	}
 	runnables := make([]manager.Runnable, len(cs))
 	for i, c := range cs {

@@ -58,6 +58,7 @@ type options struct {
 	maxConcurrent  int
 	rateLimiter    workqueue.TypedRateLimiter[reconcile.Request]
 	leaderElection bool
+	whenServed     bool
 	logger         *zap.Logger
 	logr           *logr.Logger // for SetupWithManager only
 	errs           []error
@@ -223,6 +224,31 @@ func WithLeaderElection(need bool) interface {
 		o.leaderElection = need
 		o.sets("leader election", fmt.Sprintf("fxcontroller.WithLeaderElection(%t)", need))
 	}, "fxcontroller.WithLeaderElection(%t)", need)
+}
+
+// WhenServed makes the controller wait for its kinds to be served: those
+// of its primary store and of the stores it watches. The app starts
+// without it while the API server does not serve one of them, such as a
+// custom resource whose CRD is not installed yet:
+//
+//   - its stores do not fail the start, if only controllers that wait for
+//     their kind asked for them; they wait, not started;
+//   - describe, /readyz?verbose and fxkube_controller_state say it waits,
+//     and readiness does not fail for it.
+//
+// Once every CRD of its kinds is established, its stores start and sync,
+// and then it runs (on the leader, with leader election). When a CRD is
+// deleted, it stops: it takes no more work, finishes the reconciles in
+// flight within the stop timeout and drops its queue. Its stores stop,
+// unless another running controller needs them. When the CRD comes back,
+// it runs again. The app watches CustomResourceDefinitions to know: rbac
+// grants it.
+//
+// Only CRDs come and go: a kind served otherwise (built in, or by an
+// aggregated API server) is checked at start. A store of a kind that
+// anything else asks for must be served at start, as without the option.
+func WhenServed() Option {
+	return newOption(func(o *options) { o.whenServed = true }, "fxcontroller.WhenServed()")
 }
 
 // WithLogger sets the logger the controller, and the logger in each

@@ -298,7 +298,7 @@ func (r *runner) start(ctx context.Context) (err error) {
 		return fmt.Errorf("start stores:\n%w", err)
 	}
 	r.graceCtx, r.endGrace = context.WithCancel(context.Background())
-	r.runCtx, r.cancelRun = context.WithCancel(grace.With(context.Background(), r.graceCtx))
+	r.runCtx, r.cancelRun = context.WithCancel(grace.WithStopTimeout(grace.With(context.Background(), r.graceCtx), r.cfg.StopTimeout))
 	r.cacheCtx, r.cancelCaches = context.WithCancel(context.Background())
 	var errs startErrors
 	r.startCaches(&errs)

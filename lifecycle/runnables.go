@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -233,3 +234,18 @@ func describe(rn manager.Runnable) fmt.Stringer {
 type stringer string
 
 func (s stringer) String() string { return string(s) }
+
+// readinessNotes are what the runnables tell on /readyz?verbose without
+// failing it (contract.ReadinessNoter), sorted.
+func (r *runner) readinessNotes() []string {
+	var notes []string
+	for _, rn := range r.runnables.others {
+		if n, ok := rn.(contract.ReadinessNoter); ok {
+			if note := n.ReadinessNote(); note != "" {
+				notes = append(notes, note)
+			}
+		}
+	}
+	slices.Sort(notes)
+	return notes
+}

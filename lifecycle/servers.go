@@ -1,13 +1,16 @@
 package lifecycle
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,7 +40,7 @@ type servers struct {
 // serve starts the probe, pprof and metrics servers. Each listens before
 // serve returns, so a taken port fails start at once, naming the address.
 func (r *runner) serve(ctx context.Context) (_ *servers, err error) {
-	probes, err := probeHandler(append(r.readiness(), r.checks...))
+	probes, err := probeHandler(append(r.readiness(), r.checks...), r.readinessNotes)
 	if err != nil {
 		return nil, err
 	}
@@ -224,8 +227,9 @@ func (s *servers) start(name string, rn manager.Runnable) (failed <-chan error, 
 // healthz.Handler, as its manager does: each lists its checks by name with
 // ?verbose, runs one at /readyz/<name>, and answers 500 when a check fails
 // (Kubernetes probes take any status from 400 on as a failure). /healthz
-// always has the check "ping".
-func probeHandler(checks []Check) (http.Handler, error) {
+// always has the check "ping". /readyz?verbose adds the lines notes
+// returns, which do not fail it (see contract.ReadinessNoter).
+func probeHandler(checks []Check, notes func() []string) (http.Handler, error) {
 	endpoints := map[string]*healthz.Handler{
 		"/healthz": {Checks: map[string]healthz.Checker{"ping": healthz.Ping}},
 		"/readyz":  {Checks: map[string]healthz.Checker{}},
@@ -246,11 +250,50 @@ func probeHandler(checks []Check) (http.Handler, error) {
 	}
 	mux := http.NewServeMux()
 	for path, h := range endpoints {
-		mux.Handle(path, http.StripPrefix(path, h))
-		mux.Handle(path+"/", http.StripPrefix(path, h))
+		var handler http.Handler = h
+		if path == "/readyz" && notes != nil {
+			handler = withNotes(h, notes)
+		}
+		mux.Handle(path, http.StripPrefix(path, handler))
+		mux.Handle(path+"/", http.StripPrefix(path, handler))
 	}
 	return mux, nil
 }
+
+// withNotes adds the lines notes returns to h's verbose answers, before
+// the last line, each as "[+]info: <note>": a line that passes.
+func withNotes(h http.Handler, notes func() []string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		lines := notes()
+		if len(lines) == 0 || strings.Trim(req.URL.Path, "/") != "" {
+			h.ServeHTTP(w, req)
+			return
+		}
+		rec := &bufferedResponse{header: w.Header(), status: http.StatusOK}
+		h.ServeHTTP(rec, req)
+		body := rec.body.String()
+		if i := strings.LastIndex(strings.TrimSuffix(body, "\n"), "\n"); i >= 0 {
+			var b strings.Builder
+			for _, l := range lines {
+				b.WriteString("[+]info: " + l + "\n")
+			}
+			body = body[:i+1] + b.String() + body[i+1:]
+		}
+		w.WriteHeader(rec.status)
+		_, _ = io.WriteString(w, body)
+	})
+}
+
+// bufferedResponse holds an answer to rewrite it.
+type bufferedResponse struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (b *bufferedResponse) Header() http.Header         { return b.header }
+func (b *bufferedResponse) Write(p []byte) (int, error) { return b.body.Write(p) }
+func (b *bufferedResponse) WriteHeader(status int)      { b.status = status }
 
 // pprofHandler serves net/http/pprof's endpoints, as controller-runtime's
 // manager does on its PprofBindAddress.

@@ -28,3 +28,11 @@ const ChecksGroup = "fxkube.checks"
 type WarmupRunnable interface {
 	Warmup(ctx context.Context) error
 }
+
+// ReadinessNoter is a runnable with something to tell on /readyz?verbose
+// that does not fail readiness, such as a controller that waits for its
+// kind to be served (fxcontroller.WhenServed). ReadinessNote returns ""
+// when there is nothing to tell.
+type ReadinessNoter interface {
+	ReadinessNote() string
+}

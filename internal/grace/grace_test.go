@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -45,4 +46,39 @@ func TestContextDone(t *testing.T) {
 	work, done := Context(With(context.Background(), until))
 	done()
 	assert.ErrorIs(t, work.Err(), context.Canceled, "done ends the work's context")
+}
+
+func TestStoppable(t *testing.T) {
+	ctx := WithStopTimeout(context.Background(), time.Hour)
+	run, stop, end := Stoppable(ctx)
+	work, done := Context(run)
+	defer done()
+	stop()
+	<-run.Done()
+	require.NoError(t, work.Err(), "work in flight runs on once its part is told to stop")
+	end()
+	<-work.Done()
+}
+
+func TestStoppableBound(t *testing.T) {
+	run, stop, end := Stoppable(WithStopTimeout(context.Background(), time.Millisecond))
+	defer end()
+	work, done := Context(run)
+	defer done()
+	stop()
+	<-work.Done() // within the bound, not at end
+}
+
+func TestStoppableFollowsTheAppsGrace(t *testing.T) {
+	until, endGrace := context.WithCancel(context.Background())
+	app, stopApp := context.WithCancel(With(context.Background(), until))
+	run, _, end := Stoppable(app)
+	defer end()
+	work, done := Context(run)
+	defer done()
+	stopApp()
+	<-run.Done()
+	require.NoError(t, work.Err(), "the app's stop leaves work its grace")
+	endGrace()
+	<-work.Done()
 }
