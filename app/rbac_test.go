@@ -11,6 +11,8 @@ import (
 	"go.uber.org/fx"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/yaml"
 
@@ -114,4 +116,30 @@ func TestRBACForShards(t *testing.T) {
 	defaulted, err := execute(t, []fx.Option{shardedWidgets}, "rbac", "--service-account", "ops/demo")
 	require.NoError(t, err)
 	assert.Equal(t, out, defaulted)
+}
+
+// A controller that waits for its kind keeps its rules in rbac, and the
+// app may watch the CRDs that tell it when the kind is served.
+func TestRBACOfAControllerThatWaitsForItsKind(t *testing.T) {
+	widgets := schema.GroupVersionKind{Group: "webhooks.example.fxkube.io", Version: "v1", Kind: "Widget"}
+	modules := []fx.Option{fxcontroller.Provide(func(reg *fxstore.Registry) (*fxcontroller.Controller, error) {
+		s, err := fxstore.For[*unstructured.Unstructured](reg, fxstore.Spec{Kind: widgets})
+		if err != nil {
+			return nil, err
+		}
+		return fxcontroller.New("widgets", s, nop, fxcontroller.WhenServed())
+	})}
+	out, err := execute(t, modules, "rbac", "--crds", "../test/webhooks/config/crd/webhooks.example.fxkube.io_widgets.yaml")
+	require.NoError(t, err, out)
+	objs, docs := rbacObjects(t, out)
+	require.Equal(t, rbacObject{"ClusterRole", "", "demo"}, objs[0], out)
+	var role rbacv1.ClusterRole
+	require.NoError(t, yaml.Unmarshal([]byte(docs[0]), &role))
+	assert.Contains(t, role.Rules, rbacv1.PolicyRule{APIGroups: []string{"webhooks.example.fxkube.io"}, Resources: []string{"widgets"}, Verbs: []string{"get", "list", "watch"}})
+	assert.Contains(t, role.Rules, rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list", "watch"}})
+
+	described, err := execute(t, modules, "describe")
+	require.NoError(t, err, described)
+	assert.Contains(t, described, "waits for its kinds to be served (fxcontroller.WhenServed)")
+	assert.Contains(t, described, "consumers: fxcontroller.WhenServed")
 }

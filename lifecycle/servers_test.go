@@ -1,6 +1,7 @@
 package lifecycle_test
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -276,4 +278,32 @@ func TestTakenPortFailsStart(t *testing.T) {
 			assert.ErrorContains(t, err, "address already in use")
 		})
 	}
+}
+
+// noter is a runnable with a readiness note.
+type noter struct{ note atomic.Pointer[string] }
+
+func (n *noter) Start(ctx context.Context) error { <-ctx.Done(); return nil }
+func (n *noter) ReadinessNote() string           { return *n.note.Load() }
+
+// A runnable's readiness note is a line of /readyz?verbose that passes.
+func TestReadyzTellsRunnablesNotes(t *testing.T) {
+	n := &noter{}
+	n.note.Store(new(`controller "widgets" is waiting`))
+	ta := newTestApp(t, lifecycle.Config{}, lifecycle.Runnables(n))
+	ta.app.RequireStart()
+	defer ta.app.RequireStop()
+	require.Eventually(t, func() bool {
+		s, _ := get(t, http.DefaultClient, "http://"+ta.probes+"/readyz")
+		return s == http.StatusOK
+	}, 10*time.Second, 10*time.Millisecond)
+
+	status, body := get(t, http.DefaultClient, "http://"+ta.probes+"/readyz?verbose")
+	assert.Equal(t, http.StatusOK, status)
+	assert.Equal(t, "[+]runnables ok\n[+]stores ok\n[+]webhooks ok\n[+]info: controller \"widgets\" is waiting\nhealthz check passed\n", body)
+	_, body = get(t, http.DefaultClient, "http://"+ta.probes+"/readyz")
+	assert.Equal(t, "ok", body, "only verbose answers tell notes")
+	n.note.Store(new(""))
+	_, body = get(t, http.DefaultClient, "http://"+ta.probes+"/readyz?verbose")
+	assert.NotContains(t, body, "info:")
 }
