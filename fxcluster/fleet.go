@@ -21,6 +21,7 @@ import (
 	"github.com/fxkube/fxkube/apiserver"
 	"github.com/fxkube/fxkube/connection"
 	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/internal/contract"
 )
 
 // ErrClusterNotFound is returned for a cluster that is not engaged, or no
@@ -50,7 +51,11 @@ type Fleet struct {
 	stopped bool
 	runCtx  context.Context
 	members map[ClusterName]*member
-	wg      sync.WaitGroup
+	// changed is closed, and replaced, whenever a member's state changes.
+	changed      chan struct{}
+	providerErrs []error
+	providers    sync.WaitGroup
+	wg           sync.WaitGroup
 }
 
 // Options configures a Fleet.
@@ -69,6 +74,11 @@ type Options struct {
 
 	// Providers engage the members while the fleet runs.
 	Providers []Provider
+
+	// WaitFor names the members the app's start waits for: it fails if
+	// one of them fails to join, as it does for a store that cannot sync.
+	// Defaults to none: no member holds back the app's start.
+	WaitFor []ClusterName
 
 	// NewSource returns the source of a member's stores. Defaults to
 	// apiserver.NewSource over the connection's client.
@@ -111,8 +121,9 @@ type engager interface {
 }
 
 var (
-	_ Aware            = (*Fleet)(nil)
-	_ manager.Runnable = (*Fleet)(nil)
+	_ Aware                   = (*Fleet)(nil)
+	_ manager.Runnable        = (*Fleet)(nil)
+	_ contract.WarmupRunnable = (*Fleet)(nil)
 )
 
 // NewFleet returns a fleet of no clusters, whose stores hold the Go types
@@ -127,6 +138,7 @@ func NewFleet(scheme *k8sruntime.Scheme, log *zap.Logger, opts Options) *Fleet {
 		opts:    opts.withDefaults(),
 		asked:   fxstore.NewRegistry(scheme, fxstore.WithCluster("*")),
 		members: make(map[ClusterName]*member),
+		changed: make(chan struct{}),
 	}
 }
 
@@ -191,33 +203,24 @@ func checkName(name ClusterName) error {
 	return nil
 }
 
-// Start runs the fleet's providers until ctx ends. Then every member
-// leaves, and Start returns once they have: their controllers' work is
-// done and their stores are stopped. It implements manager.Runnable:
-// the app's lifecycle starts it once the app's own stores have synced,
-// on every replica, so that a standby's members are warm.
-func (f *Fleet) Start(ctx context.Context) error {
-	f.mu.Lock()
-	if f.running {
-		f.mu.Unlock()
-		return errors.New("fxcluster: the fleet runs already")
-	}
-	f.running, f.runCtx = true, ctx
-	f.mu.Unlock()
+// Warmup starts the fleet's providers once the app's own stores have
+// started: members join while those sync. With Options.WaitFor, it then
+// waits until those members have joined, and fails if one of them fails
+// to: the app's start waits for them. It implements the warm-up of
+// controller-runtime's runnables, which the app's lifecycle calls.
+func (f *Fleet) Warmup(ctx context.Context) error {
+	f.startProviders(ctx)
+	return f.waitFor(ctx, f.opts.WaitFor)
+}
 
-	var errs []error
-	var mu sync.Mutex
-	var providers sync.WaitGroup
-	for _, p := range f.opts.Providers {
-		providers.Go(func() {
-			if err := p.Start(ctx, f); err != nil && ctx.Err() == nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		})
-	}
-	providers.Wait()
+// Start runs the fleet's providers, if Warmup has not, until ctx ends.
+// Then every member leaves, and Start returns once they have: their
+// controllers' work is done and their stores are stopped. It implements
+// manager.Runnable: the app's lifecycle starts it once the app's own
+// stores have synced, on every replica, so that a standby's members are
+// warm.
+func (f *Fleet) Start(ctx context.Context) error {
+	f.startProviders(ctx)
 	<-ctx.Done()
 
 	f.mu.Lock()
@@ -227,8 +230,78 @@ func (f *Fleet) Start(ctx context.Context) error {
 	for _, m := range members {
 		m.leave()
 	}
+	f.providers.Wait()
 	f.wg.Wait()
-	return errors.Join(errs...)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return errors.Join(f.providerErrs...)
+}
+
+// startProviders starts each provider, once, until ctx ends.
+func (f *Fleet) startProviders(ctx context.Context) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.running {
+		return
+	}
+	f.running, f.runCtx = true, ctx
+	for _, p := range f.opts.Providers {
+		f.providers.Go(func() {
+			err := p.Start(ctx, f)
+			if err == nil || ctx.Err() != nil {
+				return
+			}
+			f.log.Error("cluster provider failed; the clusters it engaged stay until the app stops", zap.Error(err))
+			f.mu.Lock()
+			f.providerErrs = append(f.providerErrs, err)
+			f.mu.Unlock()
+		})
+	}
+}
+
+// waitFor waits until every member of names has joined, and returns the
+// error of the first that fails to.
+func (f *Fleet) waitFor(ctx context.Context, names []ClusterName) error {
+	for {
+		f.mu.Lock()
+		changed := f.changed
+		var pending []string
+		var errs []error
+		for _, name := range names {
+			m := f.members[name]
+			if m == nil {
+				pending = append(pending, string(name))
+				continue
+			}
+			switch st, err := m.status(); st {
+			case Ready:
+			case Failed:
+				errs = append(errs, err)
+			default:
+				pending = append(pending, string(name))
+			}
+		}
+		f.mu.Unlock()
+		if err := errors.Join(errs...); err != nil {
+			return fmt.Errorf("member clusters the app waits for cannot join (clear --wait-for-clusters not to wait):\n%w", err)
+		}
+		if len(pending) == 0 {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("member clusters %s have not joined: %w", strings.Join(pending, ", "), context.Cause(ctx))
+		}
+	}
+}
+
+// changedState tells waitFor that a member's state changed.
+func (f *Fleet) changedState() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	close(f.changed)
+	f.changed = make(chan struct{})
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: members

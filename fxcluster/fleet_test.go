@@ -35,7 +35,7 @@ type fleetEnv struct {
 	aware   chan fxcluster.Aware
 }
 
-func newFleetEnv(t *testing.T, sources map[string]*fxstoretest.Source) *fleetEnv {
+func newFleetEnv(t *testing.T, sources map[string]*fxstoretest.Source, waitFor ...fxcluster.ClusterName) *fleetEnv {
 	env := &fleetEnv{t: t, sources: sources, aware: make(chan fxcluster.Aware, 1)}
 	provider := fxcluster.ProviderFunc(func(ctx context.Context, clusters fxcluster.Aware) error {
 		env.aware <- clusters
@@ -47,6 +47,7 @@ func newFleetEnv(t *testing.T, sources map[string]*fxstoretest.Source) *fleetEnv
 		StopTimeout: time.Second,
 		Backoff:     wait.Backoff{Duration: 10 * time.Millisecond, Factor: 1, Steps: 1 << 30},
 		Providers:   []fxcluster.Provider{provider},
+		WaitFor:     waitFor,
 		NewSource:   func(c *connection.Connection) fxstore.Source { return sources[c.Config.Host] },
 	})
 	return env
@@ -241,4 +242,60 @@ func TestBadEngagementsFail(t *testing.T) {
 	_, err = fxcluster.For[*corev1.ConfigMap](fxcluster.NewFleet(clientgoscheme.Scheme, nil, fxcluster.Options{}), fxstore.Spec{LabelSelector: "a=("})
 	require.ErrorContains(t, err, "store in every member cluster")
 	assert.Empty(t, env.fleet.Clusters())
+}
+
+// The app's start waits for the members it names: Warmup returns once
+// they have joined, and fails with the cause of one that cannot.
+func TestWarmupWaitsForNamedMembers(t *testing.T) {
+	tests := []struct {
+		name    string
+		failB   bool
+		wantErr string
+	}{
+		{name: "both join"},
+		{name: "one cannot", failB: true, wantErr: `cluster "b"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sources := map[string]*fxstoretest.Source{
+				"https://a": fxstoretest.NewSource(clientgoscheme.Scheme),
+				"https://b": fxstoretest.NewSource(clientgoscheme.Scheme),
+			}
+			if tt.failB {
+				sources["https://b"].Fail(errors.New("b is away"))
+			}
+			provider := fxcluster.ProviderFunc(func(ctx context.Context, clusters fxcluster.Aware) error {
+				require.NoError(t, clusters.Engage(ctx, "a", configFor("https://a")))
+				require.NoError(t, clusters.Engage(ctx, "b", configFor("https://b")))
+				<-ctx.Done()
+				return nil
+			})
+			fleet := fxcluster.NewFleet(clientgoscheme.Scheme, zaptest.NewLogger(t), fxcluster.Options{
+				SyncTimeout: time.Second,
+				Providers:   []fxcluster.Provider{provider},
+				WaitFor:     []fxcluster.ClusterName{"a", "b"},
+				NewSource:   func(c *connection.Connection) fxstore.Source { return sources[c.Config.Host] },
+			})
+			_, err := fxcluster.For[*corev1.ConfigMap](fleet, fxstore.Spec{})
+			require.NoError(t, err)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- fleet.Start(ctx) }()
+			defer func() {
+				cancel()
+				require.NoError(t, <-done)
+			}()
+			err = fleet.Warmup(ctx)
+			if tt.wantErr == "" {
+				require.NoError(t, err)
+				for _, info := range fleet.Clusters() {
+					assert.Equal(t, fxcluster.Ready, info.State, info.Name)
+				}
+				return
+			}
+			require.ErrorContains(t, err, tt.wantErr)
+			require.ErrorContains(t, err, "b is away")
+			require.ErrorContains(t, err, "--wait-for-clusters")
+		})
+	}
 }

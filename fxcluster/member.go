@@ -331,11 +331,19 @@ func (m *member) finishInflight() {
 
 func (m *member) setState(st State, err error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.st != st {
 		m.since = time.Now()
 	}
 	m.st, m.err = st, err
+	m.mu.Unlock()
+	m.fleet.changedState()
+}
+
+// status returns the member's state, and why it failed if it has.
+func (m *member) status() (State, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.st, m.err
 }
 
 func (m *member) state() State {
