@@ -56,6 +56,9 @@ type Fleet struct {
 	providerErrs []error
 	providers    sync.WaitGroup
 	wg           sync.WaitGroup
+	// elected is closed once the app leads (see elected).
+	elected     chan struct{}
+	electedOnce sync.Once
 }
 
 // Options configures a Fleet.
@@ -139,6 +142,7 @@ func NewFleet(scheme *k8sruntime.Scheme, log *zap.Logger, opts Options) *Fleet {
 		asked:   fxstore.NewRegistry(scheme, fxstore.WithCluster("*")),
 		members: make(map[ClusterName]*member),
 		changed: make(chan struct{}),
+		elected: make(chan struct{}),
 	}
 }
 

@@ -99,6 +99,9 @@ func (c *Cluster) GetHTTPClient() *http.Client { return c.conn.HTTPClient }
 // GetRESTMapper returns the cluster's REST mapper.
 func (c *Cluster) GetRESTMapper() meta.RESTMapper { return c.conn.Mapper }
 
+// Connection returns the cluster's connection.
+func (c *Cluster) Connection() *connection.Connection { return c.conn }
+
 // GetScheme returns the app's scheme.
 func (c *Cluster) GetScheme() *k8sruntime.Scheme { return c.scheme }
 
@@ -232,6 +235,9 @@ func (m *member) join() (err error) {
 	}
 	syncCtx, cancel := context.WithTimeout(m.ctx, m.fleet.opts.SyncTimeout)
 	defer cancel()
+	if err := m.warmUp(syncCtx); err != nil {
+		return err
+	}
 	if err := c.registry.WaitForSync(syncCtx); err != nil {
 		if m.ctx.Err() == nil && syncCtx.Err() != nil {
 			return fmt.Errorf("stores of cluster %q did not sync within the sync timeout of %s:\n%w", m.name, m.fleet.opts.SyncTimeout, err)
@@ -287,6 +293,24 @@ func (m *member) engage() []func() {
 		disengage = append(disengage, stop)
 	}
 	return disengage
+}
+
+// warmUp runs the warm-ups of the work set up in the member, at once,
+// while its stores sync.
+func (m *member) warmUp(syncCtx context.Context) error {
+	var works []*memberWork
+	for _, d := range m.fleet.declared {
+		if w, ok := d.(*memberWork); ok {
+			works = append(works, w)
+		}
+	}
+	errs := make([]error, len(works))
+	var wg sync.WaitGroup
+	for i, w := range works {
+		wg.Go(func() { errs[i] = w.warmUp(syncCtx, m) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // forget drops what the declarations kept of the member's stores.

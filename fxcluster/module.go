@@ -67,7 +67,7 @@ type runnablesResult struct {
 // runnables are what the lifecycle runs: the fleet, on every replica,
 // and its controllers, on the leader.
 func runnables(p runnablesParams) runnablesResult {
-	rns := []manager.Runnable{p.Fleet}
+	rns := []manager.Runnable{p.Fleet, elected{p.Fleet}}
 	for _, c := range p.Controllers {
 		rns = append(rns, c)
 	}

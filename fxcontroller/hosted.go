@@ -98,6 +98,9 @@ func SetupWithManager(setup func(manager.Manager) error, opts ...HostedOption) f
 	if err := errors.Join(append(o.errs, o.setTwice())...); err != nil {
 		return fx.Error(fmt.Errorf("fxcontroller.SetupWithManager(%s): %w", caller.Of(setup), err))
 	}
+	if o.inEveryMember {
+		return inEveryMember(caller.Of(setup), setup, o)
+	}
 	tlsOpts := make([]lifecycle.WebhookTLSOption, len(o.webhookTLS))
 	for i, opt := range o.webhookTLS {
 		tlsOpts[i] = opt

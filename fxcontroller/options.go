@@ -75,6 +75,8 @@ type options struct {
 	webhookTLS    []func(*tls.Config)
 	// controllerPrefix qualifies the operator's controllers' names.
 	controllerPrefix string
+	// inEveryMember hosts the operator in every member cluster.
+	inEveryMember bool
 }
 
 // WithName names a hosted operator (SetupWithManager), in logs and as the

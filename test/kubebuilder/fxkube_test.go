@@ -3,6 +3,7 @@ package kubebuilder_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
@@ -12,8 +13,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/fxkube/fxkube/fxcluster"
 	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxstore"
+	"github.com/fxkube/fxkube/internal/testenv"
 	"github.com/fxkube/fxkube/lifecycle"
 	"github.com/fxkube/fxkube/lifecycle/lifecycletest"
 	batchv1 "github.com/fxkube/fxkube/test/kubebuilder/api/v1"
@@ -59,4 +62,54 @@ func startFxkube(t *testing.T, cfg *rest.Config, setup func(ctrl.Manager) error)
 		t.Fatal("the manager stopped before it was elected") // the cleanup reports why
 	}
 	require.True(t, mgr.GetCache().WaitForCacheSync(ctx), "the manager's cache syncs")
+}
+
+// startFxkubeInMember runs setup hosted in every member cluster of an
+// fxkube app (fxcontroller.InEveryMemberCluster), with cfg's cluster its
+// one member. The app's own cluster is another control plane, which has
+// not even the operator's CRD: every behaviour of the operator is seen in
+// the member.
+func startFxkubeInMember(t *testing.T, cfg *rest.Config, setup func(ctrl.Manager) error) {
+	t.Helper()
+	own := testenv.Members(t, 1)[0].Config
+	provider := fxcluster.ProviderFunc(func(ctx context.Context, clusters fxcluster.Aware) error {
+		if err := clusters.Engage(ctx, "tests", cfg); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		return nil
+	})
+	var fleet *fxcluster.Fleet
+	app := fx.New(
+		fx.Supply(own, zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))),
+		fxstore.Module,
+		fxstore.AddToScheme(batchv1.AddToScheme),
+		fxcontroller.Module,
+		fxcluster.Module,
+		fxcluster.WithProvider(func() fxcluster.Provider { return provider }),
+		fxcontroller.SetupWithManager(setup,
+			fxcontroller.WithName("task-operator"),
+			fxcontroller.WithManagerOptions(managerOptions(t)),
+			fxcontroller.InEveryMemberCluster()),
+		lifecycle.Options(lifecycletest.EnvtestConfig(envtest.WebhookInstallOptions{})),
+		fx.Populate(&fleet),
+	)
+	require.NoError(t, app.Err(), "make the app, and declare the operator in every member")
+
+	ctx, cancel := context.WithCancel(t.Context())
+	var runErr error
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		runErr = lifecycle.Run(ctx, app)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-stopped
+		require.NoError(t, runErr, "run the app")
+	})
+	require.Eventually(t, func() bool {
+		_, err := fleet.GetCluster(ctx, "tests")
+		return err == nil
+	}, time.Minute, 50*time.Millisecond, "the member joins")
 }

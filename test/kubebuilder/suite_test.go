@@ -62,6 +62,7 @@ type platform struct {
 var platforms = []platform{
 	{"controller-runtime", startControllerRuntime},
 	{"fxkube", startFxkube},
+	{"fxkube-member", startFxkubeInMember},
 }
 
 // managerOptions are the manager's options, as a kubebuilder suite gives
