@@ -46,10 +46,11 @@ func (r *configMapReconciler) Reconcile(ctx context.Context, req mcreconcile.Req
 		return reconcile.Result{}, err
 	}
 	log.Info("ConfigMap found", "namespace", cm.Namespace, "name", cm.Name)
-	var name multicluster.ClusterName = req.ClusterName
-	r.found <- name.String() + ":" + cm.Namespace + "/" + cm.Name + "=" + cm.Data["level"]
+	r.found <- clusterOf(req.ClusterName) + ":" + cm.Namespace + "/" + cm.Name + "=" + cm.Data["level"]
 	return ctrl.Result{}, nil
 }
+
+func clusterOf(name multicluster.ClusterName) string { return name.String() }
 
 // A reconciler written for multicluster-runtime runs on fxcluster with
 // its imports changed: it gets the member from the fleet and reads
