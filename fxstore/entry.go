@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/fxkube/fxkube/internal/caller"
+	"github.com/fxkube/fxkube/internal/informers"
 	"github.com/fxkube/fxkube/internal/primary"
 	"github.com/fxkube/fxkube/internal/share"
 )
@@ -48,8 +49,13 @@ type entry struct {
 	refs int
 	stop context.CancelFunc
 
-	// proxy is the informer the store gives out: its backing's.
-	proxy *storeInformer
+	// proxy is the informer the store gives out: its backing's. handlers
+	// are the handlers added through it, which follow the store from one
+	// backing to the next; they are tracked (see informers.Handlers) while
+	// trackHandlers is set, for a store that may change backing.
+	proxy         *storeInformer
+	handlers      *informers.Handlers
+	trackHandlers atomic.Bool
 	// backed is what serves the store: informer, until the registry
 	// serves it from a broader store.
 	backed atomic.Pointer[backingRef]
@@ -151,6 +157,7 @@ func newStoreEntry(key Key, r *Registry) *entry {
 	e := &entry{key: key, registry: r, notSynced: &StoreError{Key: key, Err: ErrNotSynced}}
 	e.syncedCh.Store(new(make(chan struct{})))
 	e.proxy = &storeInformer{e}
+	e.handlers = informers.NewHandlers(key.String(), func() cache.SharedIndexInformer { return e.backing().informer() }, e.trackHandlers.Load)
 	return e
 }
 

@@ -11,7 +11,8 @@ import (
 // entry's own informer or, once the registry has planned the store as a
 // view, the view's. Callers may keep it from before start, as
 // controller-runtime sources do. A handler added before the registry has
-// started keeps the store on an informer of its own.
+// started keeps the store on an informer of its own. Handlers are the
+// store's (entry.handlers): they follow it when its backing changes.
 type storeInformer struct{ e *entry }
 
 var _ cache.SharedIndexInformer = (*storeInformer)(nil)
@@ -31,25 +32,27 @@ func (i *storeInformer) pinIfUnplanned() {
 
 // AddEventHandler implements cache.SharedInformer.
 func (i *storeInformer) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
-	i.pinIfUnplanned()
-	return i.target().AddEventHandler(h)
+	return i.AddEventHandlerWithOptions(h, cache.HandlerOptions{})
 }
 
 // AddEventHandlerWithResyncPeriod implements cache.SharedInformer.
 func (i *storeInformer) AddEventHandlerWithResyncPeriod(h cache.ResourceEventHandler, resync time.Duration) (cache.ResourceEventHandlerRegistration, error) {
-	i.pinIfUnplanned()
-	return i.target().AddEventHandlerWithResyncPeriod(h, resync)
+	return i.AddEventHandlerWithOptions(h, cache.HandlerOptions{ResyncPeriod: &resync})
 }
 
 // AddEventHandlerWithOptions implements cache.SharedInformer.
 func (i *storeInformer) AddEventHandlerWithOptions(h cache.ResourceEventHandler, o cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
 	i.pinIfUnplanned()
-	return i.target().AddEventHandlerWithOptions(h, o)
+	reg, err := i.e.handlers.Add(h, o)
+	if err != nil {
+		return nil, err
+	}
+	return reg, nil
 }
 
 // RemoveEventHandler implements cache.SharedInformer.
 func (i *storeInformer) RemoveEventHandler(reg cache.ResourceEventHandlerRegistration) error {
-	return i.target().RemoveEventHandler(reg)
+	return i.e.handlers.Remove(reg)
 }
 
 // GetStore implements cache.SharedInformer.
