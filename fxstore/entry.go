@@ -44,10 +44,19 @@ type entry struct {
 	onInformer map[string]string
 
 	late bool // set before the store starts
-	// refs counts the requests for the store; stop ends its informer (see
-	// Registry.Drop). Both are guarded by the registry's lock.
-	refs int
-	stop context.CancelFunc
+	// refs counts the requests for the store, its views' among them; own
+	// counts those of its consumers (For and Hold), and lasting those of
+	// For, which live as long as the app. ctx is what the store runs in,
+	// which stop ends (see Registry.Drop). All are guarded by the
+	// registry's lock.
+	refs, own, lasting int
+	ctx                context.Context
+	stop               context.CancelFunc
+	// emptying is set once the store's own requests are gone while views
+	// remain, which move to other backings (see viewsFollowLocked); moving
+	// while the store itself moves. Both are guarded by the registry's
+	// lock.
+	emptying, moving bool
 
 	// proxy is the informer the store gives out: its backing's. handlers
 	// are the handlers added through it, which follow the store from one
@@ -241,8 +250,17 @@ func (e *entry) root() *entry {
 	return e
 }
 
-// bind attaches the store to its source. It runs before the informer starts.
+// bind attaches the store to its source and counts it started. It runs
+// before the informer starts.
 func (e *entry) bind(b Binding, now time.Time) {
+	e.attach(b)
+	e.startedAt = now
+	e.registry.startedStores.Add(1)
+}
+
+// attach attaches the store's informer to its source, before it runs: a
+// store's own, or that of a view that moves to an informer of its own.
+func (e *entry) attach(b Binding) {
 	e.lw.ListerWatcher = b.ListerWatcher
 	e.lw.succeeded = e.listWatchSucceeded
 	e.lw.failed = func(ctx context.Context, err error) { e.watchError(ctx, nil, err) }
@@ -251,8 +269,6 @@ func (e *entry) bind(b Binding, now time.Time) {
 	e.lw.inShard, _ = shardMatcher(e.key)
 	e.lw.outsideShard = e.droppedOutsideShard
 	e.boundResource = b.Resource
-	e.startedAt = now
-	e.registry.startedStores.Add(1)
 	if !e.unshared {
 		t := share.New(e.informer.GetIndexer())
 		e.shared.Store(t)
@@ -316,7 +332,7 @@ func (e *entry) runContext(parent context.Context) context.Context {
 		e.stop() // of a start that failed
 	}
 	ctx, cancel := context.WithCancel(parent)
-	e.stop = cancel
+	e.ctx, e.stop = ctx, cancel
 	return ctx
 }
 

@@ -29,12 +29,15 @@ func (h *Held[T]) Release() { h.release() }
 //
 // A store lives while a request holds it: a For, a Hold not released, or
 // a view of it. Once the last goes, its informer stops, its watch closes
-// and the registry forgets it. Its objects, and the parts they share, are
+// and the registry forgets it. Views do not keep it: once the last For or
+// Hold of it goes, each view moves to a new parent or an informer of its
+// own, with no gap its readers and handlers see, and then it stops. Its objects, and the parts they share, are
 // freed once no Held or Store value of it is left: drop them too.
 // Afterwards reads of it fail with ErrNotSynced, and asking for the spec
 // again makes a new store.
 func Hold[T client.Object](ctx context.Context, r *Registry, spec Spec, opts ...Option) (*Held[T], error) {
 	req := newRequest(opts)
+	req.held = true
 	if !req.named {
 		req.consumer = caller.Name(1)
 	}
@@ -108,11 +111,18 @@ func (r *Registry) releaser(e *entry, req request) func() {
 			return // forgotten already: the registry holds another store of its key, or none
 		}
 		r.requests--
+		e.own--
+		if !req.held {
+			e.lasting--
+		}
 		e.mu.Lock()
 		if i := slices.Index(e.consumers, req.consumer); i >= 0 {
 			e.consumers = slices.Delete(e.consumers, i, i+1)
 		}
 		e.mu.Unlock()
 		r.releaseLocked(e)
+		if r.entries[e.key] == e && e.own == 0 {
+			r.viewsFollowLocked(e)
+		}
 	})
 }

@@ -103,7 +103,7 @@ func (r *Registry) lateParent(e *entry) *entry {
 	if e.pinned {
 		return nil
 	}
-	return broadestCover(e, r.order, func(b *entry) bool { return b.parent == nil && b.bindFailure() == nil })
+	return broadestCover(e, r.order, func(b *entry) bool { return b.parent == nil && !b.emptying && b.bindFailure() == nil })
 }
 
 // startLate binds and runs a store requested after Start. The registry's

@@ -36,6 +36,8 @@ var (
 		"Stores started, with an informer of their own or as views.", nil, nil)
 	releasedDesc = prometheus.NewDesc("fxkube_stores_released_total",
 		"Stores released once no request held them: their informers stopped and their watches closed.", nil, nil)
+	movedDesc = prometheus.NewDesc("fxkube_stores_moved_total",
+		"Views moved, with no gap, off a parent whose last request went: to another parent, or to an informer of their own.", nil, nil)
 	lateDesc = prometheus.NewDesc("fxkube_store_started_late",
 		"1 when the store was started after every store had synced, on a first read of its kind, else 0.", []string{"store", "requested_by"}, nil)
 )
@@ -43,7 +45,7 @@ var (
 // Describe implements prometheus.Collector; the registry reports its stores'
 // metrics, labelled by store key, when registered with a Prometheus registry.
 func (r *Registry) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{startedDesc, releasedDesc, objectsDesc, bytesDesc, receivedDesc, errorsDesc, syncedDesc, syncDurationDesc, consumersDesc, viewDesc, lateDesc, outsideShardDesc, shardOnClientDesc, failingDesc, staleDesc} {
+	for _, d := range []*prometheus.Desc{startedDesc, releasedDesc, movedDesc, objectsDesc, bytesDesc, receivedDesc, errorsDesc, syncedDesc, syncDurationDesc, consumersDesc, viewDesc, lateDesc, outsideShardDesc, shardOnClientDesc, failingDesc, staleDesc} {
 		ch <- d
 	}
 }
@@ -52,6 +54,7 @@ func (r *Registry) Describe(ch chan<- *prometheus.Desc) {
 func (r *Registry) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(startedDesc, prometheus.CounterValue, float64(r.startedStores.Load()))
 	ch <- prometheus.MustNewConstMetric(releasedDesc, prometheus.CounterValue, float64(r.released.Load()))
+	ch <- prometheus.MustNewConstMetric(movedDesc, prometheus.CounterValue, float64(r.moved.Load()))
 	r.mu.Lock()
 	entries := append([]*entry(nil), r.order...)
 	r.mu.Unlock()

@@ -66,16 +66,16 @@ func TestMetrics(t *testing.T) {
 	assert.Equal(t, 0.0, value("fxkube_store_stale_seconds"))
 	n, err := testutil.GatherAndCount(reg)
 	require.NoError(t, err)
-	assert.Equal(t, 13, n, "eleven series for the one store, and the registry's two counters")
+	assert.Equal(t, 14, n, "eleven series for the one store, and the registry's three counters")
 	families, err := reg.Gather()
 	require.NoError(t, err)
 	counters := map[string]float64{}
 	for _, f := range families {
-		if name := f.GetName(); name == "fxkube_stores_started_total" || name == "fxkube_stores_released_total" {
+		if name := f.GetName(); name == "fxkube_stores_started_total" || name == "fxkube_stores_released_total" || name == "fxkube_stores_moved_total" {
 			counters[name] = f.GetMetric()[0].GetCounter().GetValue()
 		}
 	}
-	assert.Equal(t, map[string]float64{"fxkube_stores_started_total": 1, "fxkube_stores_released_total": 0}, counters)
+	assert.Equal(t, map[string]float64{"fxkube_stores_started_total": 1, "fxkube_stores_released_total": 0, "fxkube_stores_moved_total": 0}, counters)
 
 	restore := src.Fail(apierrors.NewForbidden(corev1.Resource("configmaps"), "", errors.New("access revoked")))
 	defer restore()

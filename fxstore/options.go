@@ -70,6 +70,9 @@ type request struct {
 	// indexOnly adds indexes to a store already requested, without
 	// counting another request.
 	indexOnly bool
+	// held is a request its owner gives back (Hold), not one for the life
+	// of the app.
+	held bool
 	// ownInformer keeps the store on an informer of its own.
 	ownInformer bool
 	// unshared turns sharing off for the store.

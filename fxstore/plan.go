@@ -90,11 +90,25 @@ func (e *entry) parsedKey() *parsedKey {
 }
 
 // serveAsView makes the store a view of parent, with its indexes on
-// parent's informer, when viewFilter allows. The registry's lock is held.
+// parent's informer, when viewFilter allows. Its handlers are tracked
+// while parent may go before it: when parent has no request for the
+// life of the app. The registry's lock is held.
 func (e *entry) serveAsView(parent *entry) bool {
-	sel, ok := e.viewFilter(parent)
+	v, ok := e.viewOf(parent)
 	if !ok {
 		return false
+	}
+	e.trackHandlers.Store(parent.lasting == 0)
+	e.backed.Store(&backingRef{v})
+	return true
+}
+
+// viewOf returns a view of parent to serve the store, with its indexes on
+// parent's informer, when viewFilter allows. The registry's lock is held.
+func (e *entry) viewOf(parent *entry) (*view, bool) {
+	sel, ok := e.viewFilter(parent)
+	if !ok {
+		return nil, false
 	}
 	var project *metadataProjection
 	if parent.key.Projection != e.key.Projection {
@@ -102,12 +116,11 @@ func (e *entry) serveAsView(parent *entry) bool {
 	}
 	v, err := newView(parent, e, sel, project)
 	if err != nil {
-		return false
+		return nil, false
 	}
 	if err := v.addIndexes(slices.Collect(maps.Values(e.indexes))); err != nil {
 		v.close()
-		return false
+		return nil, false
 	}
-	e.backed.Store(&backingRef{v})
-	return true
+	return v, true
 }

@@ -61,8 +61,9 @@ type Registry struct {
 	// byConsumer holds, until Start, a release of each request For made,
 	// by consumer (see releaseConsumer).
 	byConsumer map[string][]func()
-	// startedStores and released count the stores started and released.
-	startedStores, released atomic.Int64
+	// startedStores and released count the stores started and released,
+	// moved the views moved off a parent that went (see viewsFollowLocked).
+	startedStores, released, moved atomic.Int64
 
 	// changed is closed, and replaced, whenever a store syncs or reports a
 	// list/watch error, so WaitForSync never polls.
@@ -165,6 +166,11 @@ func (r *Registry) register(typ reflect.Type, spec Spec, req request) (*entry, e
 	if !req.indexOnly {
 		r.requests++
 		e.refs++
+		e.own++
+		if !req.held {
+			e.lasting++
+		}
+		e.emptying = false
 	}
 	return e, nil
 }

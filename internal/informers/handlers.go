@@ -99,9 +99,10 @@ func (hs *Handlers) CanMove() bool {
 var ErrNotMoved = errors.New("the store's handlers stay on its informer")
 
 // catchUpBound bounds how long Move waits for the new informer to hold what
-// the handlers were told: a new informer that sees no change of its own
-// catches up only with the API server's next bookmark, about a minute.
-const catchUpBound = 2 * time.Minute
+// the handlers were told. A new informer catches up within milliseconds
+// when it sees the same changes; one that sees none of its own would only
+// with the API server's next bookmark, about a minute on.
+const catchUpBound = 10 * time.Second
 
 // Move moves every handler from the store's informer to, an informer that
 // has synced. It pauses the handlers; waits until to holds at least what
