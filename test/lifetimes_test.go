@@ -33,6 +33,9 @@ const holdCyclesEnv = "FXKUBE_HOLD_CYCLES"
 
 // Stores held and released while the app runs, over and over: a store of
 // its own, a view of it, and a hold of a store another consumer keeps.
+// The store and its view are released in both orders: a view whose
+// parent goes first moves to an informer of its own, or is released
+// while it moves.
 // Goroutines, the heap after GC and the watches open at the API server
 // return to their baseline, and the other consumer's store never misses
 // an object: after each cycle it equals the API server's LIST.
@@ -97,9 +100,26 @@ func TestHoldsComeAndGo(t *testing.T) {
 		require.NoError(t, direct.Get(ctx, client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("cm-%d", i%20)}, &cm))
 		cm.Data = map[string]string{"cycle": strconv.Itoa(i)}
 		require.NoError(t, direct.Update(ctx, &cm))
-		v.Release()
-		same.Release()
-		o.Release()
+		switch i % 4 {
+		case 0, 2: // the view first
+			v.Release()
+			same.Release()
+			o.Release()
+		case 1: // the parent first: the view moves to an informer of its own
+			o.Release()
+			require.EventuallyWithT(t, func(c *assert.CollectT) {
+				assert.Nil(c, testenv.StoreInfo(t, reg, v.Key()).ViewOf)
+			}, 10*time.Second, time.Millisecond, "the view moves off its released parent")
+			got, err := v.ByIndex("name", "cm-3")
+			require.NoError(t, err)
+			require.Len(t, got, 1)
+			same.Release()
+			v.Release()
+		case 3: // the parent first, the view at once, while it moves
+			o.Release()
+			v.Release()
+			same.Release()
+		}
 		same.Release() // twice: no more
 	}
 	matchesList := func() {
