@@ -66,9 +66,18 @@ func (r *countingReconciler) count(key string) int {
 // hostCounting hosts, as a kubebuilder operator would set itself up, a
 // controller of ConfigMaps that owns Secrets.
 func hostCounting(name string, r *countingReconciler) fx.Option {
-	return fxcontroller.SetupWithManager(func(mgr ctrl.Manager) error {
-		r.Client = mgr.GetClient()
-		return ctrl.NewControllerManagedBy(mgr).
+	return hostCountingIn(name, r, nil)
+}
+
+// hostCountingIn is hostCounting, keeping the operator's manager in mgr
+// unless it is nil.
+func hostCountingIn(name string, r *countingReconciler, mgr *ctrl.Manager) fx.Option {
+	return fxcontroller.SetupWithManager(func(m ctrl.Manager) error {
+		if mgr != nil {
+			*mgr = m
+		}
+		r.Client = m.GetClient()
+		return ctrl.NewControllerManagedBy(m).
 			For(&corev1.ConfigMap{}).
 			Owns(&corev1.Secret{}).
 			Named(name).
@@ -125,6 +134,51 @@ func TestHostedOperatorsShareStoresWithNativeModules(t *testing.T) {
 		assert.Equal(t, 1.0, d.OpenWatches, "open WATCH requests for %s", resource)
 		assert.LessOrEqual(t, d.Lists, 1.0, "LIST requests for %s", resource)
 	}
+}
+
+// A hosted operator that calls RemoveInformer while another operator reads
+// the same kind: the other keeps its store, which goes on following the
+// API server over the same watch, and the one that removed it is no longer
+// its consumer.
+func TestHostedRemoveInformerKeepsAnotherOperatorsStore(t *testing.T) {
+	cfg := testenv.Config(t)
+	kube, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	ns := testenv.Namespace(t, kube, "test")
+	a, b := &countingReconciler{seen: map[string]int{}}, &countingReconciler{seen: map[string]int{}}
+	var (
+		alpha    ctrl.Manager
+		registry *fxstore.Registry
+	)
+	fxApp := testenv.App(t, cfg, lifecycle.Config{}, zaptest.NewLogger(t),
+		fxcontroller.Module,
+		hostCountingIn("alpha", a, &alpha),
+		hostCounting("beta", b),
+		fx.Populate(&registry),
+	)
+	fxApp.RequireStart()
+	defer fxApp.RequireStop()
+	_, err = kube.CoreV1().ConfigMaps(ns).Create(t.Context(), testenv.ConfigMap(ns, "first"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return a.count(ns+"/first") > 0 && b.count(ns+"/first") > 0 }, 10*time.Second, 20*time.Millisecond)
+	watches := scrapeRequests(t, cfg, "configmaps").OpenWatches
+
+	require.NoError(t, alpha.GetCache().RemoveInformer(t.Context(), &corev1.ConfigMap{}))
+	var configMaps *fxstore.StoreInfo
+	for _, s := range registry.Stores() {
+		if s.Key.Kind.Kind == "ConfigMap" {
+			configMaps = &s
+		}
+	}
+	require.NotNil(t, configMaps, "beta keeps the ConfigMaps' store")
+	assert.Equal(t, []string{"beta"}, configMaps.Consumers)
+	_, err = kube.CoreV1().ConfigMaps(ns).Create(t.Context(), testenv.ConfigMap(ns, "second"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return b.count(ns+"/second") > 0 }, 10*time.Second, 20*time.Millisecond,
+		"beta reconciles what its store hears")
+	var cm corev1.ConfigMap
+	require.NoError(t, b.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "second"}, &cm), "beta's client reads its store")
+	assert.Equal(t, watches, scrapeRequests(t, cfg, "configmaps").OpenWatches, "the same watch")
 }
 
 // lateReader Gets a ServiceAccount, a kind nothing watches, at each
