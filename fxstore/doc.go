@@ -44,6 +44,15 @@
 // change one: DeepCopy it first. WithoutSharing turns sharing off for a
 // store, and HeldAsBytes keeps a rarely read store's objects encoded.
 //
+// # Lifetimes
+//
+// A store asked for with For lives as long as the app. Hold asks for one
+// its owner gives back; once no request holds a store, its informer stops.
+// Views follow: once the last For or Hold of a broad store goes, each view
+// of it moves to another store that covers it, or to an informer of its
+// own. Its reads never fail meanwhile, and its handlers hear only what
+// changed. Then the broad store stops.
+//
 // Package storecache serves code written for controller-runtime from the
 // same stores: a cache.Cache with controller-runtime's read semantics.
 package fxstore
