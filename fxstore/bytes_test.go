@@ -404,8 +404,10 @@ func TestHeldAsBytesSharesWhatEncodingsRepeat(t *testing.T) {
 	}
 	info := testenv.StoreInfo(t, r, store.Key())
 	t.Logf("%d Pods: %d B encoded, the store holds about %d B", len(all), encoded, info.Bytes)
-	// Unshared, the encodings and what holds them would be about 1.15×.
-	assert.Less(t, float64(info.Bytes), 0.8*float64(encoded))
+	// Unshared, the encodings and what holds them would be about 1.15×;
+	// shared, about 0.83×: each Pod's containers mount a token volume of
+	// its own, so their fields are shared, not the containers whole.
+	assert.Less(t, float64(info.Bytes), 0.9*float64(encoded))
 }
 
 // podWithExtra embeds a Pod, and so its protobuf methods.

@@ -123,8 +123,11 @@ func Deployment(namespace string, d int, replicas int32) *appsv1.Deployment {
 }
 
 // Pod returns the r-th running Pod of d, as its ReplicaSet's controller,
-// the scheduler and a kubelet leave it: defaults filled in, an owner, a
-// node, IPs, conditions and container statuses.
+// the API server, the scheduler and a kubelet leave it: defaults filled
+// in, an owner, a node, IPs, start times, five conditions and container
+// statuses. The API server adds a service account token volume of a name
+// of the Pod's own, mounted in each container: no two Pods' containers
+// are equal, as on a cluster.
 func Pod(d *appsv1.Deployment, r int) *corev1.Pod {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(d.Name))
@@ -135,43 +138,60 @@ func Pod(d *appsv1.Deployment, r int) *corev1.Pod {
 	labels[appsv1.DefaultDeploymentUniqueLabelKey] = hash
 	spec := *d.Spec.Template.Spec.DeepCopy()
 	spec.NodeName = fmt.Sprintf("node-%03d", r%50)
-	// The API server adds the service account token's volume.
-	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "kube-api-access-" + fmt.Sprintf("%05x", r), VolumeSource: corev1.VolumeSource{
+	token := fmt.Sprintf("kube-api-access-%05x", r)
+	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: token, VolumeSource: corev1.VolumeSource{
 		Projected: &corev1.ProjectedVolumeSource{DefaultMode: ptr.To[int32](0o644), Sources: []corev1.VolumeProjection{
 			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{ExpirationSeconds: ptr.To[int64](3607), Path: "token"}},
 			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"},
 				Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+			{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "namespace",
+				FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}}},
 		}}}})
-	started := metav1.NewTime(Started.Add(time.Duration(r%60) * time.Second))
+	for i := range spec.Containers {
+		c := &spec.Containers[i]
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: token, ReadOnly: true,
+			MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"})
+	}
+	// Each Pod was created at a second of its own (API times keep
+	// seconds); the kubelet's steps follow each other by seconds.
+	created := Started.Add(time.Duration(r*17+len(d.Name)) * time.Second)
+	at := func(s int) metav1.Time { return metav1.NewTime(created.Add(time.Duration(s) * time.Second)) }
 	ip := fmt.Sprintf("10.%d.%d.%d", 1+r/65536, r/256%256, r%256)
+	hostIP := fmt.Sprintf("192.168.0.%d", r%50)
 	status := corev1.PodStatus{
 		Phase: corev1.PodRunning,
 		Conditions: []corev1.PodCondition{
-			{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: started},
-			{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: started},
-			{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: started},
-			{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: started},
-			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: started},
+			{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: at(3)},
+			{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: at(1)},
+			{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: at(11)},
+			{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: at(11)},
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: at(0)},
 		},
-		HostIP:    fmt.Sprintf("192.168.0.%d", r%50),
-		HostIPs:   []corev1.HostIP{{IP: fmt.Sprintf("192.168.0.%d", r%50)}},
+		HostIP:    hostIP,
+		HostIPs:   []corev1.HostIP{{IP: hostIP}},
 		PodIP:     ip,
 		PodIPs:    []corev1.PodIP{{IP: ip}},
-		StartTime: &started,
+		StartTime: new(at(1)),
 		QOSClass:  corev1.PodQOSBurstable,
 	}
 	for i, c := range spec.Containers {
+		mounts := make([]corev1.VolumeMountStatus, len(c.VolumeMounts))
+		for j, m := range c.VolumeMounts {
+			mounts[j] = corev1.VolumeMountStatus{Name: m.Name, MountPath: m.MountPath, ReadOnly: m.ReadOnly}
+			if m.ReadOnly {
+				mounts[j].RecursiveReadOnly = ptr.To(corev1.RecursiveReadOnlyDisabled)
+			}
+		}
 		status.ContainerStatuses = append(status.ContainerStatuses, corev1.ContainerStatus{
-			Name:        c.Name,
-			State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}},
-			Ready:       true,
-			Image:       c.Image,
-			ImageID:     c.Image + "@sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
-			ContainerID: fmt.Sprintf("containerd://%064x", r*2+i),
-			Started:     ptr.To(true),
-			Resources:   c.Resources.DeepCopy(),
-			VolumeMounts: []corev1.VolumeMountStatus{{Name: c.VolumeMounts[0].Name, MountPath: c.VolumeMounts[0].MountPath,
-				ReadOnly: c.VolumeMounts[0].ReadOnly}},
+			Name:         c.Name,
+			State:        corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: at(4 + i)}},
+			Ready:        true,
+			Image:        c.Image,
+			ImageID:      c.Image + "@sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+			ContainerID:  fmt.Sprintf("containerd://%064x", r*2+i),
+			Started:      ptr.To(true),
+			Resources:    c.Resources.DeepCopy(),
+			VolumeMounts: mounts,
 		})
 	}
 	return &corev1.Pod{
@@ -182,7 +202,7 @@ func Pod(d *appsv1.Deployment, r int) *corev1.Pod {
 			Namespace:         d.Namespace,
 			UID:               types.UID(fmt.Sprintf("%08x-0000-4000-8000-%012x", h.Sum32(), r)),
 			ResourceVersion:   fmt.Sprint(100000 + r),
-			CreationTimestamp: started,
+			CreationTimestamp: at(0),
 			Labels:            labels,
 			Annotations:       maps.Clone(d.Spec.Template.Annotations),
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs,
