@@ -100,6 +100,17 @@ type Table struct {
 	taken map[any]int
 	// types caches what the table knows of each type it met.
 	types map[reflect.Type]typeInfo
+	// reused holds, during TakeReusing, the hashes of the parts its
+	// caller says are canonical already, by address and type.
+	reused map[Reused]uint64
+}
+
+// Reused names a value inside an object that is canonical already, as a
+// decoder that took it from an earlier object knows: its address and its
+// type.
+type Reused struct {
+	At   unsafe.Pointer
+	Type reflect.Type
 }
 
 // A part is a canonical pointer, slice or map: its shape, where it
@@ -145,7 +156,12 @@ func (t *Table) reset() {
 // Take replaces the parts of obj, a pointer to an object that nothing
 // else holds yet, with the table's canonical copies, and adds those the
 // table lacks. An object already taken is left as it is.
-func (t *Table) Take(obj any) {
+func (t *Table) Take(obj any) { t.TakeReusing(obj, nil) }
+
+// TakeReusing takes obj, as Take does, knowing that the values reused
+// names are canonical already, with the hashes PartHash gave them: they
+// are not walked again.
+func (t *Table) TakeReusing(obj any, reused map[Reused]uint64) {
 	v := reflect.ValueOf(obj)
 	if v.Kind() != reflect.Pointer || v.IsNil() {
 		return
@@ -154,6 +170,10 @@ func (t *Table) Take(obj any) {
 	defer t.mu.Unlock()
 	if _, ok := t.taken[obj]; ok {
 		return
+	}
+	if len(reused) > 0 {
+		t.reused = reused
+		defer func() { t.reused = nil }()
 	}
 	if held := t.held(obj, v.Type()); held.IsValid() {
 		before := t.bytes
@@ -193,6 +213,22 @@ func (t *Table) releaseIfDue() {
 	if t.size > 0 && (t.objects == 0 || 2*t.garbage >= t.bytes) {
 		t.rebuild()
 	}
+}
+
+// PartHash returns the hash of the canonical value of type typ at p, as
+// the table hashes it inside an object: what TakeReusing is told.
+func (t *Table) PartHash(typ reflect.Type, p unsafe.Pointer) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.walkAt(t.shapeOf(typ), p, reading)
+}
+
+// Generation counts the table's rebuilds. Parts canonical before one may
+// be held by no object since.
+func (t *Table) Generation() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.generation
 }
 
 // Len returns how many canonical parts the table holds.
@@ -272,6 +308,11 @@ const (
 func (t *Table) walkAt(s *shape, p unsafe.Pointer, m mode) uint64 {
 	if s.plain {
 		return t.hashMemory(p, s.size)
+	}
+	if t.reused != nil && s.kind != reflect.String {
+		if h, ok := t.reused[Reused{p, s.typ}]; ok {
+			return h
+		}
 	}
 	switch s.kind {
 	case reflect.String:
