@@ -1,0 +1,124 @@
+package decode
+
+import (
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/fxkube/fxkube/internal/share"
+	"github.com/fxkube/fxkube/internal/workload"
+)
+
+// store is what an informer holds, with the table and decoder of a
+// store that strips managedFields.
+type store struct {
+	cache.Store
+	table   *share.Table
+	decoder *Decoder
+}
+
+func newStore(t testing.TB, example any, opts ...Option) *store {
+	s := &store{Store: cache.NewStore(cache.MetaNamespaceKeyFunc)}
+	s.table = share.New(s.Store)
+	s.decoder = New(example, s.table, opts...)
+	require.NotNil(t, s.decoder)
+	return s
+}
+
+// hold decodes raw as the store's informer would, and holds the object.
+func (s *store) hold(t testing.TB, raw []byte) any {
+	obj, err := s.decoder.Decode(raw)
+	require.NoError(t, err)
+	require.NoError(t, s.Update(obj))
+	s.table.Held(obj)
+	return obj
+}
+
+// withManagedFields returns pod with the managedFields the API server
+// would add.
+func withManagedFields(pod *corev1.Pod) *corev1.Pod {
+	pod.ManagedFields = []metav1.ManagedFieldsEntry{{
+		Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
+		Time: &metav1.Time{Time: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}, FieldsType: "FieldsV1",
+		FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:labels":{}}}`),
+	}}
+	return pod
+}
+
+func generated(t testing.TB, raw []byte, strip bool) *corev1.Pod {
+	var pod corev1.Pod
+	require.NoError(t, pod.Unmarshal(raw))
+	if strip {
+		pod.ManagedFields = nil
+	}
+	return &pod
+}
+
+func marshal(t testing.TB, pod *corev1.Pod) []byte {
+	raw, err := pod.Marshal()
+	require.NoError(t, err)
+	return raw
+}
+
+// Pods decode as the generated code decodes them, managedFields
+// dropped, and the replicas of a Deployment share what they repeat.
+func TestDecodeAsGenerated(t *testing.T) {
+	s := newStore(t, &corev1.Pod{}, WithoutManagedFields())
+	var held []*corev1.Pod
+	for d := range 3 {
+		deployment := workload.Deployment("shop", d, 5)
+		for r := range 5 {
+			raw := marshal(t, withManagedFields(workload.Pod(deployment, r)))
+			got := s.hold(t, raw).(*corev1.Pod)
+			require.True(t, equality.Semantic.DeepEqual(generated(t, raw, true), got), "pod %d of %d", r, d)
+			held = append(held, got)
+		}
+	}
+	a, b := held[3], held[4]
+	assert.Same(t, unsafe.SliceData(a.Spec.Containers[0].Env), unsafe.SliceData(b.Spec.Containers[0].Env), "env")
+	assert.Same(t, a.Spec.Containers[0].LivenessProbe, b.Spec.Containers[0].LivenessProbe, "probes")
+	assert.Same(t, a.Spec.Volumes[0].ConfigMap, b.Spec.Volumes[0].ConfigMap, "volumes")
+	assert.NotSame(t, unsafe.SliceData(a.Spec.Containers), unsafe.SliceData(b.Spec.Containers), "containers differ")
+	assert.Positive(t, s.decoder.Bytes())
+}
+
+// An update decodes as the generated code decodes it, and takes what it
+// repeats from the object it replaces.
+func TestDecodeUpdates(t *testing.T) {
+	s := newStore(t, &corev1.Pod{}, WithoutManagedFields())
+	deployment := workload.Deployment("shop", 1, 3)
+	pod := withManagedFields(workload.Pod(deployment, 2))
+	before := s.hold(t, marshal(t, pod)).(*corev1.Pod)
+	tests := []struct {
+		name   string
+		change func(p *corev1.Pod)
+	}{
+		{"annotation", func(p *corev1.Pod) { p.Annotations["bench.fxkube.io/version"] = "2" }},
+		{"status", func(p *corev1.Pod) { p.Status.ContainerStatuses[1].RestartCount++ }},
+		{"spec", func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = new(int64(9)) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			next := pod.DeepCopy()
+			next.ResourceVersion += "1"
+			tt.change(next)
+			raw := marshal(t, next)
+			got := s.hold(t, raw).(*corev1.Pod)
+			require.True(t, equality.Semantic.DeepEqual(generated(t, raw, true), got))
+			// What the update repeats of the object it replaces, at any
+			// depth, is the replaced object's.
+			assert.Same(t, unsafe.SliceData(before.Spec.Containers), unsafe.SliceData(got.Spec.Containers), "containers")
+			assert.Same(t, unsafe.SliceData(before.Status.Conditions), unsafe.SliceData(got.Status.Conditions), "conditions")
+			assert.Same(t, before.Spec.SecurityContext, got.Spec.SecurityContext, "security context")
+			before = got
+			pod = next
+		})
+	}
+}
