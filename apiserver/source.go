@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -13,6 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fxkube/fxkube/fxstore"
@@ -27,7 +31,9 @@ import (
 // in a namespace when it is allowed in all of them.
 type Source struct {
 	client client.WithWatch
-	user   func() string
+	// decoding is set by WithREST.
+	decoding *restOption
+	user     func() string
 	// access memoises checkAccess per resource and namespace, as several
 	// stores often share both: accessKey → *accessCheck.
 	access sync.Map
@@ -50,11 +56,32 @@ var _ fxstore.Source = (*Source)(nil)
 // NewSource returns a Source listing and watching through c, which talks
 // to the API server directly (such as connection.Connection's Client). It
 // does no I/O.
-func NewSource(c client.WithWatch) *Source {
+func NewSource(c client.WithWatch, opts ...SourceOption) *Source {
 	src := &Source{client: c}
+	for _, o := range opts {
+		o.apply(src)
+	}
 	src.user = sync.OnceValue(src.whoAmI)
 	return src
 }
+
+// A SourceOption configures a Source.
+type SourceOption interface{ apply(*Source) }
+
+type restOption struct {
+	cfg *rest.Config
+	hc  *http.Client
+}
+
+func (o *restOption) apply(s *Source) { s.decoding = o }
+func (o *restOption) String() string  { return "apiserver.WithREST(cfg, httpClient)" }
+
+// WithREST lists and watches the stores of Kubernetes' own kinds
+// (client-go's scheme) that share their objects' parts through a REST
+// client of their own on cfg and hc, the connection's. Their objects
+// then travel as protobuf, and each store decodes only the parts of an
+// object it has not seen (see fxstore.WithoutSharing).
+func WithREST(cfg *rest.Config, hc *http.Client) SourceOption { return &restOption{cfg, hc} }
 
 // Bind implements fxstore.Source.
 func (c *Source) Bind(ctx context.Context, key fxstore.Key) (fxstore.Binding, error) {
@@ -72,11 +99,22 @@ func (c *Source) Bind(ctx context.Context, key fxstore.Key) (fxstore.Binding, er
 	if err := c.checkAccess(ctx, gr, key.Namespace, key.Kind.GroupKind()); err != nil {
 		return fxstore.Binding{}, unreachable(err)
 	}
-	lw, err := listwatch.New(c.client, key)
+	lw, err := c.listerWatcher(key, mapping)
 	if err != nil {
 		return fxstore.Binding{}, err
 	}
 	return fxstore.Binding{ListerWatcher: lw, Resource: gr}, nil
+}
+
+// listerWatcher returns how the store of key lists and watches: through
+// a REST client of its own for a kind of client-go's scheme, with
+// WithREST; else through the Source's client.
+func (c *Source) listerWatcher(key fxstore.Key, mapping *meta.RESTMapping) (cache.ListerWatcher, error) {
+	if c.decoding != nil && key.Projection == fxstore.Typed && clientgoscheme.Scheme.Recognizes(key.Kind) {
+		return listwatch.NewDecoding(c.decoding.cfg, c.decoding.hc, c.client.Scheme(), key, mapping.Resource.Resource,
+			mapping.Scope.Name() == meta.RESTScopeNameNamespace)
+	}
+	return listwatch.New(c.client, key)
 }
 
 // AppliesShardSelectors lists one object with key's shard selector and

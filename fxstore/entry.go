@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/fxkube/fxkube/internal/caller"
+	"github.com/fxkube/fxkube/internal/decode"
 	"github.com/fxkube/fxkube/internal/informers"
 	"github.com/fxkube/fxkube/internal/primary"
 	"github.com/fxkube/fxkube/internal/share"
@@ -89,6 +90,10 @@ type entry struct {
 	// shared is the table the store's objects share their parts through,
 	// set as the store binds unless it is unshared; nil for a view.
 	shared atomic.Pointer[share.Table]
+	// decoder decodes the store's objects into shared, reusing the parts
+	// it has seen, where its source can decode through one (see
+	// decodeThrough); set as the store binds, nil otherwise.
+	decoder *decode.Decoder
 	// parsed is the key with its selectors parsed, once planning views
 	// needs it; guarded by the registry's lock.
 	parsed *parsedKey
@@ -272,6 +277,7 @@ func (e *entry) attach(b Binding) {
 	if !e.unshared {
 		t := share.New(e.informer.GetIndexer())
 		e.shared.Store(t)
+		e.decodeThrough(b.ListerWatcher, t)
 		// The informer has not started: the handler cannot fail.
 		_, _ = e.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { t.Held(obj) },
@@ -281,8 +287,31 @@ func (e *entry) attach(b Binding) {
 					obj = tombstone.Obj
 				}
 				t.Dropped(obj)
+				if e.decoder != nil {
+					e.decoder.Dropped(obj)
+				}
 			},
 		})
+	}
+}
+
+// decodeThrough makes lw, if it can, decode the store's objects into t
+// with a decoder that reuses the parts it has seen. Only typed stores
+// held decoded, unsharded, whose transform changes no part (the default,
+// StripManagedFields, or KeepEverything) decode so: a decoded object
+// shares its parts with others before the transform runs.
+func (e *entry) decodeThrough(lw cache.ListerWatcher, t *share.Table) {
+	target, ok := lw.(decode.Target)
+	strip := caller.Identity(e.transform.Func) == caller.Identity(StripManagedFields.Func)
+	if !ok || e.asBytes || e.key.Shard != "" || e.key.Projection != Typed || !strip && e.transform.Func != nil {
+		return
+	}
+	var opts []decode.Option
+	if strip {
+		opts = append(opts, decode.WithoutManagedFields())
+	}
+	if e.decoder = decode.New(e.example, t, opts...); e.decoder != nil {
+		target.DecodeWith(e.decoder)
 	}
 }
 
@@ -457,6 +486,9 @@ const sampled = 32
 // without, a sample of the objects is sized.
 func (e *entry) heapBytes(indexer cache.Indexer, n int) int64 {
 	if t := e.shared.Load(); t != nil {
+		if e.decoder != nil {
+			return t.Bytes(n) + e.decoder.Bytes()
+		}
 		return t.Bytes(n)
 	}
 	objs := indexer.List()

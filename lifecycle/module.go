@@ -388,7 +388,7 @@ func (r *runner) storeSource() (fxstore.Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	return apiserver.NewSource(conn.Client), nil
+	return apiserver.NewSource(conn.Client, apiserver.WithREST(conn.Config, conn.HTTPClient)), nil
 }
 
 // connect returns the app's connection to its API server.
