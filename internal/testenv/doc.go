@@ -41,4 +41,6 @@
 //   - [ConfigMap], a ConfigMap with the labels, annotations and data given.
 //   - [Namespace], a namespace of its own for a test.
 //   - [App], an app of fxstore.Module and lifecycle on the control plane.
+//   - [Kubeconfig], a kubeconfig with its credentials embedded, as a
+//     member cluster's Secret holds one.
 package testenv
