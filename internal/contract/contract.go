@@ -18,6 +18,10 @@ const RunnablesGroup = "fxkube.runnables"
 // serves on its probe endpoints.
 const ChecksGroup = "fxkube.checks"
 
+// ClusterProvidersGroup is the fx value group of fxcluster.Provider values
+// the app starts: each engages the member clusters it finds.
+const ClusterProvidersGroup = "fxkube.cluster-providers"
+
 // WarmupRunnable is a runnable that starts part of its work before the app starts
 // runnables: lifecycle calls Warmup once every store and cache has
 // started, on every replica, and waits for it, with every store's sync,
