@@ -1,6 +1,7 @@
 package kubeconfig_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/fxkube/fxkube/app"
 	"github.com/fxkube/fxkube/fxcluster"
 	"github.com/fxkube/fxkube/fxcluster/kubeconfig"
 	"github.com/fxkube/fxkube/fxstore"
@@ -341,4 +343,32 @@ func TestSecretProviderStartsOnce(t *testing.T) {
 	}
 	wg.Wait()
 	require.ErrorContains(t, errors.Join(errs...), "kubeconfig Secrets sigs.k8s.io/multicluster-runtime-kubeconfig=true in namespace fleet: started twice")
+}
+
+// TestSecretProviderRBAC: the Secrets' store is a request of the app, so
+// rbac grants reading them in their namespace only, once the app takes
+// its cluster providers.
+func TestSecretProviderRBAC(t *testing.T) {
+	cmd := app.Command("fleet",
+		kubeconfig.ProvideSecrets(kubeconfig.SecretOptions{Namespace: "fleet"}),
+		fx.Invoke(fx.Annotate(func([]fxcluster.Provider) {}, fx.ParamTags(`group:"fxkube.cluster-providers"`))))
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"rbac"})
+	require.NoError(t, cmd.Execute())
+	require.Contains(t, out.String(), `kind: Role
+metadata:
+  name: fleet
+  namespace: fleet
+rules:
+- apiGroups:
+  - ""
+  resources:
+  - secrets
+  verbs:
+  - get
+  - list
+  - watch
+`)
+	require.Contains(t, out.String(), "kind: ClusterRole\nmetadata:\n  name: fleet\nrules: []\n")
 }
