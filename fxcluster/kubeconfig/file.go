@@ -186,7 +186,7 @@ type fileCluster struct {
 // called once.
 func (p *FileProvider) Start(ctx context.Context, clusters fxcluster.Aware) error {
 	if !p.started.CompareAndSwap(false, true) {
-		return errors.New("kubeconfig file provider: started twice; make one provider per Start")
+		return errors.New("kubeconfig file provider: started twice; a provider runs once")
 	}
 	state := make([]fileCluster, len(p.opts.Files))
 	defer func() {

@@ -157,7 +157,7 @@ func (p *SecretProvider) String() string {
 // cluster's context has ended, and it returns nil. It may be called once.
 func (p *SecretProvider) Start(ctx context.Context, clusters fxcluster.Aware) error {
 	if !p.started.CompareAndSwap(false, true) {
-		return fmt.Errorf("%s: started twice; make one provider per Start", p)
+		return fmt.Errorf("%s: started twice; a provider runs once", p)
 	}
 	// The handler only queues names: the worker reads the Secrets that
 	// claim a name from the store, so what it engages is what the
@@ -187,7 +187,9 @@ func (p *SecretProvider) Start(ctx context.Context, clusters fxcluster.Aware) er
 			if shutdown {
 				return
 			}
-			r.reconcile(ctx, name)
+			if ctx.Err() == nil { // what is queued as ctx ends is dropped
+				r.reconcile(ctx, name)
+			}
 			queue.Done(name)
 		}
 	})
