@@ -157,6 +157,9 @@ func newMember(f *Fleet, name ClusterName, conn *connection.Connection) *member 
 // controllers until it is to leave, and leaves.
 func (m *member) run() {
 	defer close(m.done)
+	// client-go shares transports between equal configs: close only the
+	// connections no one uses, so that the member leaves none open.
+	defer m.conn.HTTPClient.CloseIdleConnections()
 	defer m.endHard(errLeft)
 	backoff := m.fleet.opts.Backoff
 	var lastCause string
