@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	crzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/fxkube/fxkube/fxcluster"
 	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxshard"
 	"github.com/fxkube/fxkube/fxstore"
@@ -205,6 +206,9 @@ func (a *app) graph(cfg *rest.Config, log *zap.Logger) fx.Option {
 		fx.Supply(cfg, log, selection),
 		fxstore.Module,
 		fxcontroller.Module,
+		// Always there, so that a module of controllers across clusters
+		// works in any app; without providers it runs nothing.
+		fxcluster.Module,
 		fxshard.Options(shards),
 		fx.Options(a.modules...),
 	)

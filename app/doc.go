@@ -8,5 +8,7 @@
 //   - a command line: run, describe, rbac, and local in -tags local builds;
 //   - a zap logger, and one connection to the API server;
 //   - the stores, the controllers, and the lifecycle that starts and
-//     stops them.
+//     stops them;
+//   - a fleet of member clusters (fxcluster.Module), of none until a
+//     module adds a provider with fxcluster.WithProvider.
 package app

@@ -11,8 +11,10 @@ import (
 
 // Module provides the app's *Fleet, and runs it and the controllers that
 // Provide adds under the app's lifecycle. Its providers are those
-// WithProvider adds. It needs the app's scheme; it takes the sync and stop
-// timeouts from the app's lifecycle.Config.
+// WithProvider adds: without any, it runs nothing. It needs the app's
+// scheme; it takes the sync and stop timeouts from the app's
+// lifecycle.Config. The app package's apps include it: do not add it
+// to them again.
 var Module = fx.Module("fxcluster",
 	fx.Provide(newFleet, runnables),
 )
@@ -67,6 +69,11 @@ type runnablesResult struct {
 // runnables are what the lifecycle runs: the fleet, on every replica,
 // and its controllers, on the leader.
 func runnables(p runnablesParams) runnablesResult {
+	// Without providers no member ever joins: the fleet and its
+	// controllers would only wait, so nothing runs.
+	if len(p.Fleet.opts.Providers) == 0 {
+		return runnablesResult{}
+	}
 	rns := []manager.Runnable{p.Fleet, elected{p.Fleet}}
 	for _, c := range p.Controllers {
 		rns = append(rns, c)
