@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/internal/grace"
 )
@@ -35,6 +36,7 @@ type Controller struct {
 	fleet   *Fleet
 	primary Members
 	watches []watch
+	writes  []fxcontroller.Write
 	r       Reconciler
 	log     *zap.Logger
 
@@ -67,6 +69,7 @@ type ControllerOption interface {
 
 type controllerOptions struct {
 	watches       []watch
+	writes        []fxcontroller.Write
 	maxConcurrent int
 	logger        *zap.Logger
 	errs          []error
@@ -154,7 +157,7 @@ func NewController(name string, primary Members, r Reconciler, opts ...Controlle
 	if log == nil {
 		log = f.log.Named(name)
 	}
-	c := &Controller{name: name, fleet: f, primary: primary, watches: o.watches, r: r, log: log}
+	c := &Controller{name: name, fleet: f, primary: primary, watches: o.watches, writes: o.writes, r: r, log: log}
 	ctrl, err := controller.NewTypedUnmanaged(name, controller.TypedOptions[Request]{
 		// Several apps may share a process, in tests.
 		SkipNameValidation:      new(true),

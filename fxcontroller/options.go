@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fxkube/fxkube/internal/writes"
 )
 
 // Options are typed by the call that takes them, as controller-runtime's
@@ -345,24 +347,12 @@ func Writes(resource schema.GroupResource, verbs ...string) interface {
 	HostedOption
 } {
 	return newOption(func(o *options) {
-		var errs []error
-		if resource.Resource == "" {
-			errs = append(errs, fmt.Errorf("Writes(%q): resource is empty; name it in RBAC's terms, such as corev1.Resource(\"configmaps\")", resource))
-		}
-		if len(verbs) == 0 {
-			errs = append(errs, fmt.Errorf("Writes(%q): no verbs; say how it is written, such as \"update\"", resource))
-		}
-		for _, v := range verbs {
-			if v == "" || strings.ContainsAny(v, " ,") {
-				errs = append(errs, fmt.Errorf("Writes(%q): invalid verb %q", resource, v))
-			}
-		}
+		sorted, errs := writes.Check(resource, verbs)
 		if len(errs) > 0 {
 			o.errs = append(o.errs, errs...)
 			return
 		}
-		verbs := slices.Compact(slices.Sorted(slices.Values(verbs)))
-		o.writes = append(o.writes, Write{Resource: resource, Verbs: verbs})
+		o.writes = append(o.writes, Write{Resource: resource, Verbs: sorted})
 	}, "fxcontroller.Writes(%q, %q)", resource, verbs)
 }
 

@@ -43,7 +43,9 @@ func newController(stores *fxstore.Registry, fleet *fxcluster.Fleet) (*fxcluster
 	return fxcluster.NewController(Controller, copies, r,
 		fxcluster.WatchesOwnCluster(sources, func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
-		}))
+		}),
+		fxcluster.Writes(corev1.Resource("configmaps"), "create", "update", "delete"),
+		fxcluster.Writes(corev1.Resource("namespaces"), "create"))
 }
 
 type reconciler struct {
