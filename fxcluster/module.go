@@ -17,6 +17,7 @@ import (
 // to them again.
 var Module = fx.Module("fxcluster",
 	fx.Provide(newFleet, runnables),
+	fx.Invoke(registerMetrics),
 )
 
 // Provide adds the controller across member clusters that constructor
