@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/internal/grace"
 )
@@ -36,7 +35,7 @@ type Controller struct {
 	fleet   *Fleet
 	primary Members
 	watches []watch
-	writes  []fxcontroller.Write
+	writes  []Write
 	r       Reconciler
 	log     *zap.Logger
 
@@ -69,7 +68,7 @@ type ControllerOption interface {
 
 type controllerOptions struct {
 	watches       []watch
-	writes        []fxcontroller.Write
+	writes        []Write
 	maxConcurrent int
 	logger        *zap.Logger
 	errs          []error

@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -24,8 +23,6 @@ import (
 	"github.com/fxkube/fxkube/fxstore/fxstoretest"
 	"github.com/fxkube/fxkube/internal/testenv"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // fleetEnv is a fleet whose members are in-memory sources, one per host.
 type fleetEnv struct {

@@ -5,7 +5,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/internal/writes"
 )
@@ -21,9 +20,13 @@ func Writes(resource schema.GroupResource, verbs ...string) ControllerOption {
 			o.errs = append(o.errs, errs...)
 			return
 		}
-		o.writes = append(o.writes, fxcontroller.Write{Resource: resource, Verbs: sorted})
+		o.writes = append(o.writes, Write{Resource: resource, Verbs: sorted})
 	})
 }
+
+// Write is a kind of change a controller makes, as fxcontroller.Write,
+// which is the same type.
+type Write = writes.Write
 
 // ControllerInfo describes a controller across member clusters: what it
 // reads and writes in each member, and what it watches in the app's own
@@ -40,7 +43,7 @@ type ControllerInfo struct {
 	// app's own cluster, in order.
 	OwnCluster []fxstore.Key
 	// Writes are what it declared with Writes, in each member, in order.
-	Writes []fxcontroller.Write
+	Writes []Write
 	// NeedsLeader reports whether it runs only on the leader.
 	NeedsLeader bool
 }

@@ -6,6 +6,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/fxkube/fxkube/internal/contract"
 	"github.com/fxkube/fxkube/lifecycle"
 )
 
@@ -15,8 +16,13 @@ import (
 // scheme; it takes the sync and stop timeouts from the app's
 // lifecycle.Config. The app package's apps include it: do not add it
 // to them again.
+//
+// Each member is the /readyz check CheckName(name), which never fails
+// the app's readiness, and has metrics labelled cluster: fxkube_cluster_*
+// and its stores' fxkube_store_*.
 var Module = fx.Module("fxcluster",
-	fx.Provide(newFleet, runnables),
+	fx.Provide(newFleet, runnables,
+		fx.Annotate(readiness, fx.ResultTags(`group:"`+contract.NonGatingChecksGroup+`"`))),
 	fx.Invoke(registerMetrics),
 )
 

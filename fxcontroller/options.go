@@ -321,20 +321,10 @@ func (o *options) setTwice() error {
 }
 
 // Write is a kind of change a controller makes to the API server, declared
-// with Writes so the app's RBAC rules can be derived from its modules.
-type Write struct {
-	// Resource is the resource written, with its subresource if any, in
-	// RBAC's terms: corev1.Resource("configmaps"),
-	// appsv1.Resource("deployments/status").
-	Resource schema.GroupResource
-	// Verbs are RBAC verbs such as "create", "update", "patch" and
-	// "delete", sorted.
-	Verbs []string
-}
-
-func (w Write) String() string {
-	return fmt.Sprintf("%s (%s)", w.Resource, strings.Join(w.Verbs, ","))
-}
+// with Writes so the app's RBAC rules can be derived from its modules:
+// its Resource (in RBAC's terms, with its subresource if any, such as
+// appsv1.Resource("deployments/status")) and its Verbs, sorted.
+type Write = writes.Write
 
 // Writes declares that the controller's reconciler writes resource with
 // verbs, for example Writes(corev1.Resource("configmaps"), "update",

@@ -149,9 +149,10 @@ type params struct {
 	Source     fxstore.Source         `optional:"true"`
 	Scheme     *k8sruntime.Scheme
 	Registry   *fxstore.Registry
-	Logger     *zap.Logger        `optional:"true"`
-	Runnables  []manager.Runnable `group:"fxkube.runnables"`
-	Checks     []Check            `group:"fxkube.checks"`
+	Logger     *zap.Logger                `optional:"true"`
+	Runnables  []manager.Runnable         `group:"fxkube.runnables"`
+	Checks     []Check                    `group:"fxkube.checks"`
+	NonGating  []contract.NonGatingChecks `group:"fxkube.non-gating-checks"`
 	Webhooks   *Webhooks
 	Lifecycle  fx.Lifecycle
 	Shutdowner fx.Shutdowner
@@ -169,6 +170,7 @@ func register(p params) {
 		log:        orNop(p.Logger).Named("lifecycle"),
 		runnables:  groupRunnables(p.Runnables),
 		checks:     append(slices.Clone(p.Checks), Check{Name: "webhooks", Checker: p.Webhooks.StartedChecker(), Readiness: true}),
+		nonGating:  p.NonGating,
 		webhooks:   p.Webhooks,
 		shutdowner: p.Shutdowner,
 		interrupt:  p.Interrupt,
@@ -187,6 +189,7 @@ type runner struct {
 	log        *zap.Logger
 	runnables  runnables
 	checks     []Check
+	nonGating  []contract.NonGatingChecks
 	webhooks   *Webhooks
 	shutdowner fx.Shutdowner
 	interrupt  Interrupt // nil without one

@@ -23,6 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/fxkube/fxkube/internal/contract"
 )
 
 // servers are the app's probe, pprof and metrics servers: controller-runtime's
@@ -40,7 +42,7 @@ type servers struct {
 // serve starts the probe, pprof and metrics servers. Each listens before
 // serve returns, so a taken port fails start at once, naming the address.
 func (r *runner) serve(ctx context.Context) (_ *servers, err error) {
-	probes, err := probeHandler(append(r.readiness(), r.checks...), r.readinessNotes)
+	probes, err := probeHandler(append(r.readiness(), r.checks...), r.readinessNotes, r.nonGating...)
 	if err != nil {
 		return nil, err
 	}
@@ -228,8 +230,9 @@ func (s *servers) start(name string, rn manager.Runnable) (failed <-chan error, 
 // ?verbose, runs one at /readyz/<name>, and answers 500 when a check fails
 // (Kubernetes probes take any status from 400 on as a failure). /healthz
 // always has the check "ping". /readyz?verbose adds the lines notes
-// returns, which do not fail it (see contract.ReadinessNoter).
-func probeHandler(checks []Check, notes func() []string) (http.Handler, error) {
+// returns, which do not fail it (see contract.ReadinessNoter), and lists
+// the nonGating checks (see readyzHandler).
+func probeHandler(checks []Check, notes func() []string, nonGating ...contract.NonGatingChecks) (http.Handler, error) {
 	endpoints := map[string]*healthz.Handler{
 		"/healthz": {Checks: map[string]healthz.Checker{"ping": healthz.Ping}},
 		"/readyz":  {Checks: map[string]healthz.Checker{}},
@@ -248,14 +251,20 @@ func probeHandler(checks []Check, notes func() []string) (http.Handler, error) {
 		}
 		h.Checks[c.Name] = c.Checker
 	}
-	mux := http.NewServeMux()
-	for path, h := range endpoints {
-		var handler http.Handler = h
-		if path == "/readyz" && notes != nil {
-			handler = withNotes(h, notes)
+	readyz := &readyzHandler{gating: endpoints["/readyz"]}
+	for _, c := range nonGating {
+		if c != nil {
+			readyz.nonGating = append(readyz.nonGating, c)
 		}
-		mux.Handle(path, http.StripPrefix(path, handler))
-		mux.Handle(path+"/", http.StripPrefix(path, handler))
+	}
+	handlers := map[string]http.Handler{"/healthz": endpoints["/healthz"], "/readyz": readyz}
+	mux := http.NewServeMux()
+	for path, h := range handlers {
+		if path == "/readyz" && notes != nil {
+			h = withNotes(h, notes)
+		}
+		mux.Handle(path, http.StripPrefix(path, h))
+		mux.Handle(path+"/", http.StripPrefix(path, h))
 	}
 	return mux, nil
 }

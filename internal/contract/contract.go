@@ -3,7 +3,11 @@
 // contract of controller-runtime's manager.
 package contract
 
-import "context"
+import (
+	"context"
+
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+)
 
 // RunnablesGroup is the fx value group of manager.Runnable values that
 // lifecycle runs, grouped as controller-runtime's manager groups what it
@@ -40,3 +44,14 @@ type WarmupRunnable interface {
 type ReadinessNoter interface {
 	ReadinessNote() string
 }
+
+// NonGatingChecksGroup is the fx value group of NonGatingChecks values
+// lifecycle serves on /readyz.
+const NonGatingChecksGroup = "fxkube.non-gating-checks"
+
+// NonGatingChecks returns, at each request to /readyz, the named checks of
+// parts of the app that come and go, such as member clusters. Each part
+// gates only itself: /readyz?verbose lists it, /readyz/<name> fails as
+// its checker does, and /readyz itself never fails for it. A nil
+// NonGatingChecks has none.
+type NonGatingChecks func() map[string]healthz.Checker

@@ -10,6 +10,23 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
+// Write is a kind of change a controller makes to the API server, declared
+// with Writes so the app's RBAC rules can be derived from its modules.
+// fxcontroller and fxcluster export it as their Write.
+type Write struct {
+	// Resource is the resource written, with its subresource if any, in
+	// RBAC's terms: corev1.Resource("configmaps"),
+	// appsv1.Resource("deployments/status").
+	Resource schema.GroupResource
+	// Verbs are RBAC verbs such as "create", "update", "patch" and
+	// "delete", sorted.
+	Verbs []string
+}
+
+func (w Write) String() string {
+	return fmt.Sprintf("%s (%s)", w.Resource, strings.Join(w.Verbs, ","))
+}
+
 // Check returns verbs sorted, without repeats, or why resource and verbs
 // cannot be granted.
 func Check(resource schema.GroupResource, verbs []string) ([]string, []error) {
