@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fxkube/fxkube/connection"
+	"github.com/fxkube/fxkube/fxcluster"
 	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxshard"
 	"github.com/fxkube/fxkube/fxstore"
@@ -48,6 +49,9 @@ type Graph struct {
 	Webhooks []Webhook `json:"webhooks,omitempty"`
 	// Sharding describes the sharded stores (fxshard), when there are any.
 	Sharding *Sharding `json:"sharding,omitempty"`
+	// Clusters is what the app asks of every member cluster (fxcluster),
+	// when it asks anything.
+	Clusters *Clusters `json:"clusters,omitempty"`
 }
 
 // Webhook is one path of the app's webhook server.
@@ -186,6 +190,7 @@ type declared struct {
 	hosted   fxcontroller.HostedOperators
 	shards   *fxshard.Shards
 	webhooks *lifecycle.Webhooks
+	fleet    *fxcluster.Fleet
 }
 
 // graphOf builds the app's fx graph without starting it and returns what the
@@ -195,7 +200,7 @@ func (a *app) graphOf() (declared, error) {
 	// With the lifecycle, whose webhook server hosted operators register
 	// on; nothing of it runs.
 	fxApp := fx.New(a.graph(unconnected, zap.NewNop()), lifecycle.Options(a.flags.lifecycle), fx.NopLogger,
-		fx.Populate(&d.reg, &d.ctrls, &d.hosted, &d.shards, &d.webhooks))
+		fx.Populate(&d.reg, &d.ctrls, &d.hosted, &d.shards, &d.webhooks, &d.fleet))
 	if err := fxApp.Err(); err != nil {
 		return declared{}, builderr.Readable(err)
 	}
@@ -218,6 +223,7 @@ func (a *app) describe(ctx context.Context, cluster bool) (Graph, error) {
 	}
 	g := NewGraph(d.reg, d.ctrls, d.hosted)
 	g.AddWebhooks(d.webhooks, d.reg.Scheme())
+	g.AddClusters(d.fleet)
 	info := d.shards.Info()
 	g.addSharding(info, d.ctrls)
 	if cluster && g.Sharding != nil {
@@ -342,25 +348,10 @@ func NewGraph(reg *fxstore.Registry, ctrls fxcontroller.Controllers, hosted fxco
 	}
 	for _, s := range reg.Stores() {
 		g.Requests += len(s.Consumers) // one per request
-		k := s.Key
-		viewOf := ""
-		if s.ViewOf != nil {
-			viewOf = s.ViewOf.String()
-		} else {
+		if s.ViewOf == nil {
 			g.Informers++
 		}
-		failing := ""
-		if since := s.Status.FailingSince; !since.IsZero() {
-			failing = (&fxstore.FailingError{Since: since, Err: s.Status.LastError}).Error()
-		}
-		g.Stores = append(g.Stores, Store{
-			ViewOf: viewOf, Failing: failing, Objects: s.Objects, Bytes: s.Bytes,
-			Key: k.String(), Group: k.Kind.Group, Version: k.Kind.Version, Kind: k.Kind.Kind,
-			Namespace: k.Namespace, LabelSelector: k.LabelSelector, FieldSelector: k.FieldSelector,
-			Projection: k.Projection.String(), Transform: k.Transform,
-			Consumers: s.Consumers, Controllers: byKey[k], Indexes: s.Indexes, Late: s.Late,
-			WaitingForKind: s.Status.WaitingForKind,
-		})
+		g.Stores = append(g.Stores, newStore(s, byKey[s.Key]))
 	}
 	g.Specs = len(g.Stores)
 	for _, h := range hosted {
@@ -372,6 +363,27 @@ func NewGraph(reg *fxstore.Registry, ctrls fxcontroller.Controllers, hosted fxco
 		g.Hosted = append(g.Hosted, gh)
 	}
 	return g
+}
+
+// newStore describes the store s, which controllers use.
+func newStore(s fxstore.StoreInfo, controllers []string) Store {
+	k := s.Key
+	viewOf := ""
+	if s.ViewOf != nil {
+		viewOf = s.ViewOf.String()
+	}
+	failing := ""
+	if since := s.Status.FailingSince; !since.IsZero() {
+		failing = (&fxstore.FailingError{Since: since, Err: s.Status.LastError}).Error()
+	}
+	return Store{
+		ViewOf: viewOf, Failing: failing, Objects: s.Objects, Bytes: s.Bytes,
+		Key: k.String(), Group: k.Kind.Group, Version: k.Kind.Version, Kind: k.Kind.Kind,
+		Namespace: k.Namespace, LabelSelector: k.LabelSelector, FieldSelector: k.FieldSelector,
+		Projection: k.Projection.String(), Transform: k.Transform,
+		Consumers: s.Consumers, Controllers: controllers, Indexes: s.Indexes, Late: s.Late,
+		WaitingForKind: s.Status.WaitingForKind,
+	}
 }
 
 // AddWebhooks adds the paths w serves, with the kinds scheme has that
@@ -447,8 +459,14 @@ With --cluster, also read the sharding group from the cluster of --kubeconfig
    "sharding": {"group", "buckets", "error",
                 "stores": [{"key", "shardKey", "controllers": [...]}],
                 "live": {"handovers", "members": [{"identity", "buckets": [...], "objects", "expired"}],
-                         "buckets": [{"bucket", "holder", "objects", "transitions", "renewed", "expired"}]}}}
-Store keys in "primary" and "secondary" match a store's "key".`,
+                         "buckets": [{"bucket", "holder", "objects", "transitions", "renewed", "expired"}]}},
+   "clusters": {"stores": [<store>, ...],
+                "controllers": [{"name", "primary", "secondary": [...], "ownCluster": [...],
+                                 "writes": [...], "needsLeader"}],
+                "members": [{"name", "state", "host", "since", "attempts", "error", "stores": [...]}]}}
+Store keys in "primary" and "secondary" match a store's "key". "clusters" is
+what the app asks of every member cluster (fxcluster), its stores keyed in
+cluster "*"; as describe connects to no cluster, it lists no members.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			g, err := a.describe(cmd.Context(), cluster)
@@ -494,30 +512,7 @@ func heapText(bytes int64, view bool) string {
 func (g Graph) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "%d store requests → %d specs → %d informers\n\nStores:\n", g.Requests, g.Specs, g.Informers)
 	for _, s := range g.Stores {
-		if s.ViewOf != "" {
-			fmt.Fprintf(w, "  %s → view of %s\n", s.Key, s.ViewOf)
-		} else {
-			fmt.Fprintf(w, "  %s\n", s.Key)
-		}
-		if s.Late {
-			fmt.Fprintln(w, "    started late, on first read")
-		}
-		if s.WaitingForKind {
-			fmt.Fprintln(w, "    waiting for its kind to be served")
-		}
-		if s.Failing != "" {
-			fmt.Fprintf(w, "    %s\n", s.Failing)
-		}
-		fmt.Fprintf(w, "    consumers: %s\n", strings.Join(s.Consumers, ", "))
-		if len(s.Controllers) > 0 {
-			fmt.Fprintf(w, "    controllers: %s\n", strings.Join(s.Controllers, ", "))
-		}
-		if len(s.Indexes) > 0 {
-			fmt.Fprintf(w, "    indexes: %s\n", strings.Join(s.Indexes, ", "))
-		}
-		if s.Objects > 0 {
-			fmt.Fprintf(w, "    holds: %d objects, %s\n", s.Objects, heapText(s.Bytes, s.ViewOf != ""))
-		}
+		writeStoreText(w, "  ", s)
 	}
 	fmt.Fprintln(w, "\nControllers:")
 	for _, c := range g.Controllers {
@@ -565,6 +560,9 @@ func (g Graph) WriteText(w io.Writer) {
 			fmt.Fprintf(w, "  %s (%s)\n    served by: %s%s\n", wh.Path, about, strings.Join(wh.ServedBy, ", "), order)
 		}
 	}
+	if g.Clusters != nil {
+		g.Clusters.writeText(w)
+	}
 	if len(g.Hosted) > 0 {
 		fmt.Fprintln(w, "\nHosted controller-runtime operators (their stores name them as consumers):")
 		for _, h := range g.Hosted {
@@ -576,6 +574,35 @@ func (g Graph) WriteText(w io.Writer) {
 				fmt.Fprintf(w, "    writes:  %s\n", wr)
 			}
 		}
+	}
+}
+
+// writeStoreText prints the store s for people, indented.
+func writeStoreText(w io.Writer, indent string, s Store) {
+	if s.ViewOf != "" {
+		fmt.Fprintf(w, "%s%s → view of %s\n", indent, s.Key, s.ViewOf)
+	} else {
+		fmt.Fprintf(w, "%s%s\n", indent, s.Key)
+	}
+	indent += "  "
+	if s.Late {
+		fmt.Fprintf(w, "%sstarted late, on first read\n", indent)
+	}
+	if s.WaitingForKind {
+		fmt.Fprintf(w, "%swaiting for its kind to be served\n", indent)
+	}
+	if s.Failing != "" {
+		fmt.Fprintf(w, "%s%s\n", indent, s.Failing)
+	}
+	fmt.Fprintf(w, "%sconsumers: %s\n", indent, strings.Join(s.Consumers, ", "))
+	if len(s.Controllers) > 0 {
+		fmt.Fprintf(w, "%scontrollers: %s\n", indent, strings.Join(s.Controllers, ", "))
+	}
+	if len(s.Indexes) > 0 {
+		fmt.Fprintf(w, "%sindexes: %s\n", indent, strings.Join(s.Indexes, ", "))
+	}
+	if s.Objects > 0 {
+		fmt.Fprintf(w, "%sholds: %d objects, %s\n", indent, s.Objects, heapText(s.Bytes, s.ViewOf != ""))
 	}
 }
 
