@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/fxkube/fxkube/connection"
+	"github.com/fxkube/fxkube/fxcluster"
 	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxstore"
 )
@@ -59,15 +60,54 @@ func (s rbacScope) rules() []rbacv1.PolicyRule {
 // rbac returns the RBAC objects the app needs, bound to the service account
 // namespace/name: a ClusterRole for what spans namespaces, and a Role in each
 // namespace that every store of some resource is confined to.
-func (a *app) rbac(saNamespace, saName string, mapper meta.RESTMapper) ([]any, error) {
+//
+// members are what the app needs in each member cluster (fxcluster), for
+// the stores and controllers it declared there, bound to member: the
+// ClusterRole <app>-member, and a Role <app>-member in each namespace that
+// every member store of some resource is confined to. An app that asks
+// nothing of members has none.
+func (a *app) rbac(saNamespace, saName string, member rbacv1.Subject, mapper meta.RESTMapper) (own, members []any, err error) {
 	d, err := a.graphOf()
+	if err != nil {
+		return nil, nil, err
+	}
+	if own, err = a.ownRBAC(d, saNamespace, saName, mapper); err != nil {
+		return nil, nil, err
+	}
+	if members, err = a.memberRBAC(d.fleet, member, mapper); err != nil {
+		return nil, nil, fmt.Errorf("in member clusters: %w", err)
+	}
+	return own, members, nil
+}
+
+// memberRBAC returns what the app needs in each member cluster, bound to
+// subject.
+func (a *app) memberRBAC(f *fxcluster.Fleet, subject rbacv1.Subject, mapper meta.RESTMapper) ([]any, error) {
+	var keys []fxstore.Key
+	for _, s := range f.Stores() {
+		keys = append(keys, s.Key)
+	}
+	ctrls := f.Controllers()
+	if len(keys) == 0 && len(ctrls) == 0 {
+		return nil, nil
+	}
+	cluster, inNamespace, err := readScopes(keys, mapper)
 	if err != nil {
 		return nil, err
 	}
+	for _, c := range ctrls {
+		for _, w := range c.Info().Writes {
+			cluster.add(w.Resource, w.Verbs...)
+		}
+	}
+	return roles(a.name+"-member", cluster, inNamespace, []rbacv1.Subject{subject}), nil
+}
+
+// ownRBAC returns what the app needs in its own cluster, bound to the
+// service account saNamespace/saName.
+func (a *app) ownRBAC(d declared, saNamespace, saName string, mapper meta.RESTMapper) ([]any, error) {
 	reg, ctrls, hosted, shards := d.reg, d.ctrls, d.hosted, d.shards
-	// Reads: a resource all of whose stores name one namespace is read
-	// through a Role there; otherwise through the ClusterRole. A sharded
-	// store's buckets' stores read what its whole spec does.
+	// A sharded store's buckets' stores read what its whole spec does.
 	sharded := shards.Info().Stores
 	var keys []fxstore.Key
 	for _, s := range sharded {
@@ -76,36 +116,9 @@ func (a *app) rbac(saNamespace, saName string, mapper meta.RESTMapper) ([]any, e
 	for _, s := range reg.Stores() {
 		keys = append(keys, s.Key)
 	}
-	namespaces := map[schema.GroupResource]map[string]bool{}
-	var unmapped []error
-	for _, key := range keys {
-		mapping, err := mapper.RESTMapping(key.Kind.GroupKind(), key.Kind.Version)
-		if err != nil {
-			unmapped = append(unmapped, fmt.Errorf("store %s: %w", key, err))
-			continue
-		}
-		gr := mapping.Resource.GroupResource()
-		if namespaces[gr] == nil {
-			namespaces[gr] = map[string]bool{}
-		}
-		namespaces[gr][key.Namespace] = true
-	}
-	if len(unmapped) > 0 {
-		return nil, fmt.Errorf("name the resources of the stores' kinds: pass the CRDs of custom kinds with --crds, or ask the cluster with --discover:\n%w", errors.Join(unmapped...))
-	}
-	cluster := rbacScope{}
-	inNamespace := map[string]rbacScope{}
-	for gr, nss := range namespaces {
-		if nss[""] {
-			cluster.add(gr, "get", "list", "watch")
-			continue
-		}
-		for ns := range nss {
-			if inNamespace[ns] == nil {
-				inNamespace[ns] = rbacScope{}
-			}
-			inNamespace[ns].add(gr, "get", "list", "watch")
-		}
+	cluster, inNamespace, err := readScopes(keys, mapper)
+	if err != nil {
+		return nil, err
 	}
 	infos := make([]fxcontroller.Info, 0, len(ctrls)+len(hosted))
 	for _, c := range ctrls {
@@ -144,28 +157,77 @@ func (a *app) rbac(saNamespace, saName string, mapper meta.RESTMapper) ([]any, e
 	}
 
 	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: saNamespace, Name: saName}}
-	objs := []any{
-		&rbacv1.ClusterRole{TypeMeta: rbacTypeMeta("ClusterRole"), ObjectMeta: metav1.ObjectMeta{Name: a.name}, Rules: cluster.rules()},
-		&rbacv1.ClusterRoleBinding{
-			TypeMeta: rbacTypeMeta("ClusterRoleBinding"), ObjectMeta: metav1.ObjectMeta{Name: a.name},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: a.name},
-			Subjects: subject,
-		},
-	}
+	objs := roles(a.name, cluster, nil, subject)
 	if lc := a.flags.lifecycle; lc.MetricsSecure && lc.MetricsBindAddress != "0" {
 		objs = append(objs, a.metricsRBAC(subject)...)
 	}
+	objs = append(objs, roles(a.name, nil, inNamespace, subject)...)
+	return objs, nil
+}
+
+// roles returns a ClusterRole name of the rules of cluster, when it is not
+// nil, and a Role name of the rules of each namespace of inNamespace, each
+// bound to subject.
+func roles(name string, cluster rbacScope, inNamespace map[string]rbacScope, subject []rbacv1.Subject) []any {
+	var objs []any
+	if cluster != nil {
+		objs = append(objs,
+			&rbacv1.ClusterRole{TypeMeta: rbacTypeMeta("ClusterRole"), ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: cluster.rules()},
+			&rbacv1.ClusterRoleBinding{
+				TypeMeta: rbacTypeMeta("ClusterRoleBinding"), ObjectMeta: metav1.ObjectMeta{Name: name},
+				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+				Subjects: subject,
+			})
+	}
 	for _, ns := range slices.Sorted(maps.Keys(inNamespace)) {
-		meta := metav1.ObjectMeta{Namespace: ns, Name: a.name}
+		meta := metav1.ObjectMeta{Namespace: ns, Name: name}
 		objs = append(objs,
 			&rbacv1.Role{TypeMeta: rbacTypeMeta("Role"), ObjectMeta: meta, Rules: inNamespace[ns].rules()},
 			&rbacv1.RoleBinding{
 				TypeMeta: rbacTypeMeta("RoleBinding"), ObjectMeta: meta,
-				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: a.name},
+				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
 				Subjects: subject,
 			})
 	}
-	return objs, nil
+	return objs
+}
+
+// readScopes returns the reads of the stores of keys: a resource all of
+// whose stores name one namespace is read through a Role there;
+// otherwise through the ClusterRole.
+func readScopes(keys []fxstore.Key, mapper meta.RESTMapper) (cluster rbacScope, inNamespace map[string]rbacScope, err error) {
+	namespaces := map[schema.GroupResource]map[string]bool{}
+	var unmapped []error
+	for _, key := range keys {
+		mapping, err := mapper.RESTMapping(key.Kind.GroupKind(), key.Kind.Version)
+		if err != nil {
+			unmapped = append(unmapped, fmt.Errorf("store %s: %w", key, err))
+			continue
+		}
+		gr := mapping.Resource.GroupResource()
+		if namespaces[gr] == nil {
+			namespaces[gr] = map[string]bool{}
+		}
+		namespaces[gr][key.Namespace] = true
+	}
+	if len(unmapped) > 0 {
+		return nil, nil, fmt.Errorf("name the resources of the stores' kinds: pass the CRDs of custom kinds with --crds, or ask the cluster with --discover:\n%w", errors.Join(unmapped...))
+	}
+	cluster = rbacScope{}
+	inNamespace = map[string]rbacScope{}
+	for gr, nss := range namespaces {
+		if nss[""] {
+			cluster.add(gr, "get", "list", "watch")
+			continue
+		}
+		for ns := range nss {
+			if inNamespace[ns] == nil {
+				inNamespace[ns] = rbacScope{}
+			}
+			inNamespace[ns].add(gr, "get", "list", "watch")
+		}
+	}
+	return cluster, inNamespace, nil
 }
 
 // metricsRBAC is what secure metrics need, as kubebuilder scaffolds it
@@ -293,13 +355,26 @@ func readCRDs(path string) ([]apiextensionsv1.CustomResourceDefinition, error) {
 	return crds, nil
 }
 
+// yamlComment is a comment in a YAML stream, heading the document that
+// follows.
+type yamlComment string
+
 // yamlDocuments renders objects as one multi-document YAML stream.
 func yamlDocuments(objs []any) ([]byte, error) {
 	var buf bytes.Buffer
+	headed := false
 	for i, o := range objs {
-		if i > 0 {
+		if i > 0 && !headed {
 			buf.WriteString("---\n")
 		}
+		if c, ok := o.(yamlComment); ok {
+			for line := range strings.Lines(string(c)) {
+				buf.WriteString("# " + strings.TrimSuffix(line, "\n") + "\n")
+			}
+			headed = true
+			continue
+		}
+		headed = false
 		b, err := yaml.Marshal(o)
 		if err != nil {
 			return nil, err
@@ -309,9 +384,27 @@ func yamlDocuments(objs []any) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// namespacedName splits the value of flag, "namespace/name".
+func namespacedName(flag, value string) (namespace, name string, err error) {
+	namespace, name, ok := strings.Cut(value, "/")
+	if !ok || namespace == "" || name == "" {
+		return "", "", fmt.Errorf("%s %q: want namespace/name", flag, value)
+	}
+	return namespace, name, nil
+}
+
+// memberComment heads what app needs in each member cluster.
+func memberComment(app string) string {
+	return "For each member cluster, not the app's own: what " + app + " needs there,\n" +
+		"bound to the identity its kubeconfig of the member authenticates as.\n" +
+		"Apply it in every member: " + app + " rbac --only members | kubectl --context <member> apply -f -"
+}
+
 func (a *app) rbacCommand() *cobra.Command {
 	var (
 		serviceAccount string
+		memberAccount  string
+		only           string
 		discover       bool
 		crds           []string
 	)
@@ -340,23 +433,53 @@ account, lets the app create the TokenReviews and SubjectAccessReviews that
 check each scrape, and the ClusterRole <app>-metrics-reader grants get on
 /metrics: bind it to the scraper's service account (Prometheus's).
 
+An app with stores or controllers in every member cluster (fxcluster)
+needs RBAC there too, printed after the app's own under a comment: the
+ClusterRole <app>-member (and a Role <app>-member in each namespace every
+member store of a resource is confined to), with get, list and watch on
+the member stores' resources and what its controllers across clusters
+declared with fxcluster.Writes. It is bound to the service account the
+app's kubeconfig of each member authenticates as: --member-service-account,
+by default --service-account. --only own or --only members prints one set,
+to apply in the app's cluster or in each member.
+
 Resources are named through REST mappings: with --discover, the cluster's
 discovery; otherwise, for custom kinds, the CRDs given with --crds (whose
 plurals may be irregular), and for kinds built into Kubernetes, their
 plurals. A store of a custom kind neither gives is an error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ns, name, ok := strings.Cut(serviceAccount, "/")
-			if !ok || ns == "" || name == "" {
-				return fmt.Errorf("--service-account %q: want namespace/name", serviceAccount)
+			ns, name, err := namespacedName("--service-account", serviceAccount)
+			if err != nil {
+				return err
+			}
+			member := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}
+			if memberAccount != "" {
+				if member.Namespace, member.Name, err = namespacedName("--member-service-account", memberAccount); err != nil {
+					return err
+				}
+			}
+			if only != "" && only != "own" && only != "members" {
+				return fmt.Errorf("--only %q: want own or members", only)
 			}
 			mapper, err := a.rbacMapper(discover, crds)
 			if err != nil {
 				return err
 			}
-			objs, err := a.rbac(ns, name, mapper)
+			own, members, err := a.rbac(ns, name, member, mapper)
 			if err != nil {
 				return err
+			}
+			var objs []any
+			if only != "members" {
+				objs = own
+			}
+			if only != "own" && len(members) > 0 {
+				objs = append(objs, yamlComment(memberComment(a.name)))
+				objs = append(objs, members...)
+			}
+			if only == "members" && len(members) == 0 {
+				return errors.New("--only members: the app asks nothing of member clusters")
 			}
 			out, err := yamlDocuments(objs)
 			if err != nil {
@@ -367,6 +490,8 @@ plurals. A store of a custom kind neither gives is an error.`,
 		},
 	}
 	cmd.Flags().StringVar(&serviceAccount, "service-account", "default/"+a.name, "namespace/name of the service account the app runs as")
+	cmd.Flags().StringVar(&memberAccount, "member-service-account", "", "namespace/name of the service account the app's kubeconfig of each member cluster authenticates as (default: --service-account)")
+	cmd.Flags().StringVar(&only, "only", "", `print only what the app needs in its own cluster ("own") or in each member cluster ("members"); both by default`)
 	cmd.Flags().BoolVar(&discover, "discover", false, "name resources through the discovery of the cluster of --kubeconfig")
 	cmd.Flags().StringSliceVar(&crds, "crds", nil, "CRD manifests (files, or directories such as config/crd/bases) naming the resources of custom kinds")
 	return cmd
