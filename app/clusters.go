@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/fxkube/fxkube/fxcluster"
-	"github.com/fxkube/fxkube/fxstore"
 )
 
 // Clusters is what the app asks of its member clusters (fxcluster): the
@@ -65,19 +64,14 @@ func (g *Graph) AddClusters(f *fxcluster.Fleet) {
 		return
 	}
 	c := &Clusters{}
-	byKey := map[fxstore.Key][]string{} // in cluster "*"
-	uses := func(k fxstore.Key, controller string) {
-		if !slices.Contains(byKey[k], controller) {
-			byKey[k] = append(byKey[k], controller)
-		}
-	}
+	byKey := controllersByKey{} // in cluster "*"
 	for _, ctrl := range ctrls {
 		info := ctrl.Info()
 		gc := ClusterController{Name: info.Name, Primary: info.Primary.String(), NeedsLeader: info.NeedsLeader}
-		uses(info.Primary, info.Name)
+		byKey.add(info.Primary, info.Name)
 		for _, k := range info.Secondary {
 			gc.Secondary = append(gc.Secondary, k.String())
-			uses(k, info.Name)
+			byKey.add(k, info.Name)
 		}
 		for _, k := range info.OwnCluster {
 			gc.OwnCluster = append(gc.OwnCluster, k.String())

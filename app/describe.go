@@ -324,22 +324,17 @@ func countByBucket(ctx context.Context, c client.WithWatch, st fxshard.StoreInfo
 // stores started late since.
 func NewGraph(reg *fxstore.Registry, ctrls fxcontroller.Controllers, hosted fxcontroller.HostedOperators) Graph {
 	var g Graph
-	byKey := map[fxstore.Key][]string{}
-	uses := func(k fxstore.Key, controller string) {
-		if !slices.Contains(byKey[k], controller) {
-			byKey[k] = append(byKey[k], controller)
-		}
-	}
+	byKey := controllersByKey{}
 	for _, c := range ctrls {
 		info := c.Info()
 		gc := Controller{Name: info.Name, DeclaredBy: info.DeclaredBy, Primary: info.Primary.String(), NeedsLeader: info.NeedsLeader, WhenServed: info.WhenServed}
 		if st := c.Status(); st.State != fxcontroller.NotStarted {
 			gc.State = st.String()
 		}
-		uses(info.Primary, info.Name)
+		byKey.add(info.Primary, info.Name)
 		for _, k := range info.Secondary {
 			gc.Secondary = append(gc.Secondary, k.String())
-			uses(k, info.Name)
+			byKey.add(k, info.Name)
 		}
 		for _, w := range info.Writes {
 			gc.Writes = append(gc.Writes, w.String())
@@ -363,6 +358,15 @@ func NewGraph(reg *fxstore.Registry, ctrls fxcontroller.Controllers, hosted fxco
 		g.Hosted = append(g.Hosted, gh)
 	}
 	return g
+}
+
+// controllersByKey names the controllers that use each store, by key.
+type controllersByKey map[fxstore.Key][]string
+
+func (m controllersByKey) add(k fxstore.Key, controller string) {
+	if !slices.Contains(m[k], controller) {
+		m[k] = append(m[k], controller)
+	}
 }
 
 // newStore describes the store s, which controllers use.

@@ -23,22 +23,16 @@ import (
 	"github.com/fxkube/fxkube/modules/fleet"
 )
 
-// An app running the fleet module on two members that work and one that
-// no request reaches. /metrics has each member's state and its stores'
-// series; /readyz?verbose lists each member, and the one that fails
-// leaves the app ready; the running app's Graph lists the members. A
-// member that leaves drops its series and its check.
-func TestFleetIsOperable(t *testing.T) {
-	cps := testenv.Members(t, 2)
-	away := &rest.Config{Host: "https://" + testenv.LoopbackAddr(t), TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
-	members := map[fxcluster.ClusterName]*rest.Config{"east": cps[0].Config, "west": cps[1].Config, "away": away}
+// staticProvider engages members once it starts; leave makes one of
+// them leave.
+func staticProvider(members map[fxcluster.ClusterName]*rest.Config) (_ fxcluster.Provider, leave func(fxcluster.ClusterName)) {
 	var mu sync.Mutex
-	leave := map[fxcluster.ClusterName]context.CancelFunc{}
+	cancels := map[fxcluster.ClusterName]context.CancelFunc{}
 	provider := fxcluster.ProviderFunc(func(ctx context.Context, clusters fxcluster.Aware) error {
 		for name, cfg := range members {
 			memberCtx, cancel := context.WithCancel(ctx)
 			mu.Lock()
-			leave[name] = cancel
+			cancels[name] = cancel
 			mu.Unlock()
 			if err := clusters.Engage(memberCtx, name, cfg); err != nil {
 				return err
@@ -47,6 +41,22 @@ func TestFleetIsOperable(t *testing.T) {
 		<-ctx.Done()
 		return nil
 	})
+	return provider, func(name fxcluster.ClusterName) {
+		mu.Lock()
+		defer mu.Unlock()
+		cancels[name]()
+	}
+}
+
+// An app running the fleet module on two members that work and one that
+// no request reaches. /metrics has each member's state and its stores'
+// series; /readyz?verbose lists each member, and the one that fails
+// leaves the app ready; the running app's Graph lists the members. A
+// member that leaves drops its series and its check.
+func TestFleetIsOperable(t *testing.T) {
+	cps := testenv.Members(t, 2)
+	away := &rest.Config{Host: "https://" + testenv.LoopbackAddr(t), TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
+	provider, leave := staticProvider(map[fxcluster.ClusterName]*rest.Config{"east": cps[0].Config, "west": cps[1].Config, "away": away})
 
 	probes, metrics := testenv.LoopbackAddr(t), testenv.LoopbackAddr(t)
 	var (
@@ -128,9 +138,7 @@ func TestFleetIsOperable(t *testing.T) {
 	assert.Contains(t, text.String(), "  east ("+cps[0].Config.Host+"): ready since ")
 
 	// West leaves: its series and its check go.
-	mu.Lock()
-	leave["west"]()
-	mu.Unlock()
+	leave("west")
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		_, body := testenv.Get(metrics, "/metrics")
 		assert.NotContains(c, body, `cluster="west"`)
