@@ -23,6 +23,7 @@ import (
 	crzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/fxkube/fxkube/fxcluster"
+	"github.com/fxkube/fxkube/fxcluster/kubeconfig"
 	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxshard"
 	"github.com/fxkube/fxkube/fxstore"
@@ -56,8 +57,15 @@ type flags struct {
 	shards    fxshard.Config
 	// controllers is --controllers, in kube-controller-manager's syntax.
 	controllers []string
-	logLevel    string
-	logFormat   string
+	// clusterFiles are --cluster-kubeconfig's member clusters, and
+	// waitForClusters whether the start waits for them.
+	clusterFiles    kubeconfig.Files
+	waitForClusters bool
+	// clusterSecrets configures the provider of kubeconfig Secrets, which
+	// runs when its Namespace is set.
+	clusterSecrets kubeconfig.SecretOptions
+	logLevel       string
+	logFormat      string
 	// zap is what controller-runtime's --zap-* flags set, starting from
 	// kubebuilder's zap.Options{Development: true}; zapNames are their
 	// names.
@@ -141,6 +149,11 @@ func (a *app) registerFlags(cmd *cobra.Command) {
 	fs.StringVar(&lc.LeaderElection.Namespace, "leader-election-namespace", "", "namespace of the leader Lease (default: the pod's namespace in a cluster, else the kubeconfig context's)")
 	fs.StringVar(&lc.LeaderElection.Name, "leader-election-id", a.name, "name of the leader Lease")
 	fs.StringSliceVar(&a.flags.controllers, "controllers", []string{"*"}, `controllers and hosted operators to run, as kube-controller-manager's flag: "*" runs all, "name" runs that one, "-name" leaves it out, such as "*,-mirror"`)
+	fs.Var(&a.flags.clusterFiles, "cluster-kubeconfig", "a member cluster, as NAME=PATH[@CONTEXT]: the context (default: the current one) of a kubeconfig file; repeat it for more")
+	fs.BoolVar(&a.flags.waitForClusters, "wait-for-clusters", false, "make the start wait for the members of --cluster-kubeconfig to join, and fail if one cannot (default: no member holds back the start)")
+	fs.StringVar(&a.flags.clusterSecrets.Namespace, "cluster-secrets-namespace", "", "namespace of kubeconfig Secrets naming member clusters, labelled "+kubeconfig.DefaultSecretLabel+"=true as multicluster-runtime's provider reads them (default: none)")
+	fs.BoolVar(&a.flags.clusterSecrets.AllowCredentialPlugins, "cluster-secrets-allow-credential-plugins", false, "let a kubeconfig Secret name an exec credential plugin or an auth-provider, which the app then runs")
+	fs.BoolVar(&a.flags.clusterSecrets.AllowLocalFiles, "cluster-secrets-allow-local-files", false, "let a kubeconfig Secret name files of the app's own, which the app then reads and sends")
 	fs.IntVar(&a.flags.shards.Buckets, "shard-buckets", fxshard.DefaultBuckets, "buckets the keys of sharded controllers are hashed into, each owned by one replica at a time through a Lease; every replica must use the same")
 	fs.StringVar(&a.flags.shards.Namespace, "shard-namespace", "", "namespace of the sharding Leases (default: the pod's namespace in a cluster, else the kubeconfig context's)")
 	fs.StringVar(&a.flags.logLevel, "log-level", "info", "lowest level logged: debug, info, warn or error (or use the --zap-* flags instead)")
@@ -209,9 +222,26 @@ func (a *app) graph(cfg *rest.Config, log *zap.Logger) fx.Option {
 		// Always there, so that a module of controllers across clusters
 		// works in any app; without providers it runs nothing.
 		fxcluster.Module,
+		a.clusterProviders(),
 		fxshard.Options(shards),
 		fx.Options(a.modules...),
 	)
+}
+
+// clusterProviders are the providers of member clusters the flags name.
+func (a *app) clusterProviders() fx.Option {
+	opts := []fx.Option{kubeconfig.ProvideFiles(kubeconfig.FileOptions{Files: a.flags.clusterFiles})}
+	if a.flags.waitForClusters {
+		names := make([]fxcluster.ClusterName, len(a.flags.clusterFiles))
+		for i, f := range a.flags.clusterFiles {
+			names[i] = f.Name
+		}
+		opts = append(opts, fx.Supply(fxcluster.Options{WaitFor: names}))
+	}
+	if a.flags.clusterSecrets.Namespace != "" {
+		opts = append(opts, kubeconfig.ProvideSecrets(a.flags.clusterSecrets))
+	}
+	return fx.Options(opts...)
 }
 
 // loadConfig loads the config of the cluster of --kubeconfig, or of the

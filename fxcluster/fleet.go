@@ -308,6 +308,9 @@ func (f *Fleet) changedState() {
 	f.changed = make(chan struct{})
 }
 
+// String names the fleet in the app's messages.
+func (f *Fleet) String() string { return "the fleet of member clusters" }
+
 // NeedLeaderElection implements manager.LeaderElectionRunnable: members
 // sync on every replica; their controllers run on the leader.
 func (f *Fleet) NeedLeaderElection() bool { return false }

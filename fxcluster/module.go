@@ -42,10 +42,13 @@ func WithProvider(constructor any) fx.Option {
 type fleetParams struct {
 	fx.In
 
-	Scheme    *k8sruntime.Scheme
-	Logger    *zap.Logger      `optional:"true"`
-	Config    lifecycle.Config `optional:"true"`
-	Providers []Provider       `group:"fxkube.cluster-providers"`
+	Scheme *k8sruntime.Scheme
+	Logger *zap.Logger      `optional:"true"`
+	Config lifecycle.Config `optional:"true"`
+	// Options, when supplied, configure the fleet; their timeouts default
+	// to Config's, and the providers are the group's too.
+	Options   Options    `optional:"true"`
+	Providers []Provider `group:"fxkube.cluster-providers"`
 }
 
 func newFleet(p fleetParams) *Fleet {
@@ -53,11 +56,15 @@ func newFleet(p fleetParams) *Fleet {
 	if log != nil {
 		log = log.Named("fxcluster")
 	}
-	return NewFleet(p.Scheme, log, Options{
-		SyncTimeout: p.Config.SyncTimeout,
-		StopTimeout: p.Config.StopTimeout,
-		Providers:   p.Providers,
-	})
+	o := p.Options
+	if o.SyncTimeout <= 0 {
+		o.SyncTimeout = p.Config.SyncTimeout
+	}
+	if o.StopTimeout <= 0 {
+		o.StopTimeout = p.Config.StopTimeout
+	}
+	o.Providers = append(o.Providers, p.Providers...)
+	return NewFleet(p.Scheme, log, o)
 }
 
 type runnablesParams struct {

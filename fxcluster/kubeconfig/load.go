@@ -17,13 +17,13 @@ var (
 	// user runs an exec credential plugin or an auth-provider, which the
 	// Policy does not allow.
 	ErrCredentialPlugin = errors.New("a kubeconfig given as data must not run commands in the controller: " +
-		"embed a token or a client certificate in it, or allow credential plugins (Policy.AllowCredentialPlugins)")
+		"embed a token or a client certificate in it, or allow credential plugins (--cluster-secrets-allow-credential-plugins, Policy.AllowCredentialPlugins)")
 
 	// ErrLocalFile is wrapped by the error of a kubeconfig that names a
 	// file of the controller's own, which the Policy does not allow.
 	ErrLocalFile = errors.New("a kubeconfig given as data must not read the controller's files: " +
 		"embed the data (certificate-authority-data, client-certificate-data, client-key-data, token), " +
-		"or allow local files (Policy.AllowLocalFiles)")
+		"or allow local files (--cluster-secrets-allow-local-files, Policy.AllowLocalFiles)")
 )
 
 // Policy says what a kubeconfig may make the controller do besides
