@@ -44,10 +44,17 @@ type Controller struct {
 	served     *servedKinds
 
 	// options build the controller-runtime controller, anew for each run
-	// of a controller that waits for its kinds: one starts once.
-	options controller.Options
-	ctrl    controller.Controller
-	status  status
+	// but the first: one starts once. ctrl is New's; unstarted is the
+	// next run's, until it starts, owned by Start.
+	options   controller.Options
+	ctrl      controller.Controller
+	unstarted controller.Controller
+	status    status
+	// changed wakes Start to check whether the controller may run: a CRD
+	// changed, or the controller was enabled or disabled.
+	changed     chan struct{}
+	switched    switched
+	startedOnce atomic.Bool
 	// log is set by New and, unless ownLogger (WithLogger), replaced by
 	// Collect with the app's before the controller starts.
 	log       atomic.Pointer[loggers]
@@ -134,6 +141,7 @@ func New(name string, primary Primary, r reconcile.Reconciler, opts ...Option) (
 		writes:      o.writes,
 		needsLeader: o.leaderElection,
 		whenServed:  o.whenServed,
+		changed:     make(chan struct{}, 1),
 	}
 	if o.logger != nil {
 		c.ownLogger = true
@@ -156,7 +164,7 @@ func New(name string, primary Primary, r reconcile.Reconciler, opts ...Option) (
 	if err != nil {
 		return nil, err
 	}
-	c.ctrl = ctrl
+	c.ctrl, c.unstarted = ctrl, ctrl
 	return c, nil
 }
 
@@ -218,26 +226,6 @@ func (c *Controller) Info() Info {
 		info.Secondary = append(info.Secondary, src.key)
 	}
 	return info
-}
-
-// Start runs the controller until ctx ends: it subscribes to its stores'
-// informers, waits for them to sync, and reconciles what they enqueue. When
-// ctx ends, Start stops taking requests, waits for the reconciles in flight
-// and unsubscribes from the informers before it returns. Under the app's
-// lifecycle, the context of a reconcile in flight then ends only once the
-// stop timeout has passed (or, with leader election, leadership is lost), so
-// that the reconcile can finish its work. A controller starts once.
-//
-// A controller that waits for its kinds (WhenServed) runs each time they
-// are served, and stops each time one is not, until ctx ends.
-func (c *Controller) Start(ctx context.Context) error {
-	if c.whenServed && c.served != nil {
-		return c.runWhenServed(ctx)
-	}
-	c.started()
-	err := c.run(ctx, c.ctrl)
-	c.stopped(stopReason(ctx, err))
-	return err
 }
 
 // run runs ctrl, one run of the controller, until ctx ends, and
@@ -311,9 +299,16 @@ func LoggerFrom(ctx context.Context) *zap.Logger {
 // finishOnStop gives each reconcile of r a context that outlives the
 // controller's: when the app stops, a reconcile in flight finishes, with a
 // context that ends only once the app's stop bound has passed (see
-// lifecycle.Config.StopTimeout), rather than fail half-done.
+// lifecycle.Config.StopTimeout), rather than fail half-done. A request
+// taken from the queue once the controller was told to stop is dropped
+// with the rest of the queue, not reconciled.
 func finishOnStop(r reconcile.Reconciler) reconcile.Reconciler {
 	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		if ctx.Err() != nil {
+			// Taken from the queue as the controller was told to stop:
+			// dropped, as the rest of the queue is.
+			return reconcile.Result{}, nil
+		}
 		ctx, done := grace.Context(ctx)
 		defer done()
 		return r.Reconcile(ctx, req)

@@ -27,7 +27,9 @@ import (
 //     app's *rest.Config points at;
 //   - a RecorderProvider whose recorders send events.k8s.io/v1 Events there;
 //   - Controllers, every controller declared with Provide, which it also
-//     hands to the app's lifecycle (see Collect).
+//     hands to the app's lifecycle (see Collect);
+//   - a *Switch, which enables and disables them by name while the app
+//     runs.
 //
 // It includes connection.Module, so it needs a *rest.Config and
 // fxstore.Module's *runtime.Scheme, and it uses the app's *zap.Logger if
@@ -40,8 +42,9 @@ var Module = fx.Module("fxcontroller",
 
 // Collect gathers the controllers declared with Provide: it fails fx.New if
 // two share a name, gives each the app's *zap.Logger (unless it has
-// WithLogger), provides them as Controllers and hands them to the app's
-// lifecycle as manager.Runnables, in the "fxkube.runnables" value group.
+// WithLogger), provides them as Controllers, and a *Switch of them, and
+// hands them to the app's lifecycle as manager.Runnables, in the
+// "fxkube.runnables" value group.
 // Module includes it; use it alone to run controllers with a client.Client and
 // a RecorderProvider of your own, as fxcontrollertest does.
 var Collect = fx.Options(
@@ -161,6 +164,7 @@ type collectResult struct {
 
 	Controllers Controllers
 	Hosted      HostedOperators
+	Switch      *Switch
 	// The value group contract.RunnablesGroup, which the app's lifecycle
 	// starts.
 	Runnables []manager.Runnable `group:"fxkube.runnables,flatten"`
@@ -207,10 +211,12 @@ func collect(p collectParams) (collectResult, error) {
 			running[c.name], running[c.declaredBy] = true, true
 		}
 	}
+	var leftOut []string
 	cs = slices.DeleteFunc(cs, func(c *Controller) bool {
 		if p.Selection.Enabled(c.name, c.module()) {
 			return false
 		}
+		leftOut = append(leftOut, c.name, c.module())
 		for _, consumer := range []string{c.name, c.declaredBy} {
 			if p.Registry != nil && !running[consumer] {
 				storeHooks.ReleaseConsumer(p.Registry, consumer)
@@ -219,6 +225,10 @@ func collect(p collectParams) (collectResult, error) {
 		}
 		return true
 	})
+	sw := &Switch{controllers: cs, known: known, leftOut: leftOut, selection: p.Selection}
+	for _, h := range hosted {
+		sw.hosted = append(sw.hosted, h.name)
+	}
 	hosted = slices.DeleteFunc(hosted, func(h *Hosted) bool { return h.disabled })
 	// Hosted controllers' names are unique in the app too, as
 	// controller-runtime's manager requires of its own.
@@ -265,7 +275,7 @@ func collect(p collectParams) (collectResult, error) {
 		}
 		runnables[i] = c
 	}
-	return collectResult{Controllers: cs, Hosted: hosted, Runnables: runnables}, nil
+	return collectResult{Controllers: cs, Hosted: hosted, Switch: sw, Runnables: runnables}, nil
 }
 
 // newClient returns the app's direct client: it reads from and writes to the

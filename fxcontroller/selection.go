@@ -73,9 +73,22 @@ func (s Selection) String() string {
 
 // check fails if the selection names a controller known does not hold.
 func (s Selection) check(known []string) error {
-	var unknown []string
+	var names []string
 	for _, it := range s.items {
-		if name := strings.TrimPrefix(it, "-"); it != "*" && !slices.Contains(known, name) {
+		if it != "*" {
+			names = append(names, strings.TrimPrefix(it, "-"))
+		}
+	}
+	return checkKnown("--controllers", names, known)
+}
+
+// checkKnown fails if names, given to what, holds a name known does not,
+// and lists known: the names of the app's controllers, their modules'
+// packages and its hosted operators.
+func checkKnown(what string, names, known []string) error {
+	var unknown []string
+	for _, name := range names {
+		if !slices.Contains(known, name) {
 			unknown = append(unknown, name)
 		}
 	}
@@ -83,5 +96,5 @@ func (s Selection) check(known []string) error {
 		return nil
 	}
 	known = slices.Compact(slices.Sorted(slices.Values(known)))
-	return fmt.Errorf("--controllers names %q, which the app does not have; its controllers, their modules' packages and its hosted operators are %q", unknown, known)
+	return fmt.Errorf("%s names %q, which the app does not have; its controllers, their modules' packages and its hosted operators are %q", what, unknown, known)
 }

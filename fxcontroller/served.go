@@ -7,15 +7,12 @@ import (
 	"sync"
 	"time"
 
-	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	"github.com/fxkube/fxkube/fxstore"
-	"github.com/fxkube/fxkube/internal/grace"
 	"github.com/fxkube/fxkube/internal/kinds"
 )
 
@@ -79,6 +76,10 @@ type servedKinds struct {
 	// crdKinds are the kinds a CRD was seen for: one gone is no longer
 	// served.
 	crdKinds map[schema.GroupKind]bool
+	// started are the stores that have started since the app did: a
+	// kind no CRD serves is served once one of its stores has started,
+	// even when its controllers gave it back since (Switch.Disable).
+	started map[fxstore.Key]bool
 }
 
 func newServedKinds(r *fxstore.Registry) (*servedKinds, error) {
@@ -87,13 +88,13 @@ func newServedKinds(r *fxstore.Registry) (*servedKinds, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &servedKinds{registry: r, crds: crds, crdKinds: map[schema.GroupKind]bool{}}, nil
+	return &servedKinds{registry: r, crds: crds, crdKinds: map[schema.GroupKind]bool{}, started: map[fxstore.Key]bool{}}, nil
 }
 
 // notServed names the kinds of keys the API server does not serve now:
 // those whose CRD is missing, not established, being deleted, or does
 // not serve the version; and, of the kinds no CRD was seen for, those
-// whose stores wait for their kind since the start.
+// whose stores have waited for their kind since the start.
 func (s *servedKinds) notServed(keys []fxstore.Key) []string {
 	crds, err := s.crds.List()
 	if err != nil {
@@ -117,7 +118,7 @@ func (s *servedKinds) notServed(keys []fxstore.Key) []string {
 		switch {
 		case ok && serves(crd, k.Kind.Version):
 			continue
-		case ok, s.crdKinds[gk], storeHooks.WaitingForKind(s.registry, k):
+		case ok, s.crdKinds[gk], !s.started[k] && storeHooks.WaitingForKind(s.registry, k):
 		default:
 			continue // served otherwise, as at start
 		}
@@ -126,6 +127,20 @@ func (s *servedKinds) notServed(keys []fxstore.Key) []string {
 		}
 	}
 	return out
+}
+
+// watch calls notify on each change of a CRD, until unwatch is called.
+func (s *servedKinds) watch(notify func()) (unwatch func(), err error) {
+	inf := s.crds.Informer()
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { notify() },
+		UpdateFunc: func(any, any) { notify() },
+		DeleteFunc: func(any) { notify() },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watch CustomResourceDefinitions: %w", err)
+	}
+	return func() { _ = inf.RemoveEventHandler(reg) }, nil
 }
 
 // serves reports whether crd, as servedParts keeps it, is established,
@@ -166,77 +181,6 @@ func (c *Controller) keys() []fxstore.Key {
 // after it is established.
 const retryServe = 5 * time.Second
 
-// runWhenServed runs the controller each time its kinds are served, and
-// stops it each time one is not, until ctx ends. Its stores start before
-// each run and stop after it, unless others need them.
-func (c *Controller) runWhenServed(ctx context.Context) error {
-	changed := make(chan struct{}, 1)
-	notify := func() {
-		select {
-		case changed <- struct{}{}:
-		default:
-		}
-	}
-	inf := c.served.crds.Informer()
-	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { notify() },
-		UpdateFunc: func(any, any) { notify() },
-		DeleteFunc: func(any) { notify() },
-	})
-	if err != nil {
-		return fmt.Errorf("%s: watch CustomResourceDefinitions: %w", c, err)
-	}
-	defer func() { _ = inf.RemoveEventHandler(reg) }()
-	keys := c.keys()
-	ctrl := c.ctrl
-	for runs := 0; ; {
-		if !c.awaitServed(ctx, keys, changed) {
-			return nil
-		}
-		release, err := c.serveStores(ctx, keys)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			c.Logger().Info("controller's stores cannot start yet; trying again", zap.Error(err), zap.Duration("retryIn", retryServe))
-			if !await(ctx, changed, retryServe) {
-				return nil
-			}
-			continue
-		}
-		if runs++; runs > 1 {
-			// A controller-runtime controller starts once.
-			if ctrl, err = c.build(); err != nil {
-				release()
-				return err
-			}
-		}
-		if reason, err := c.runServed(ctx, ctrl, keys, changed); reason != stopKindNotServed {
-			return err // the stores stop with the app
-		}
-		release()
-	}
-}
-
-// awaitServed waits until every kind of keys is served, and reports true
-// then; false if ctx ends first. Meanwhile the controller waits.
-func (c *Controller) awaitServed(ctx context.Context, keys []fxstore.Key, changed <-chan struct{}) bool {
-	for {
-		missing := c.served.notServed(keys)
-		if len(missing) == 0 {
-			return true
-		}
-		if c.setStatus(Status{State: Waiting, WaitingFor: missing}) {
-			c.Logger().Info("controller waits for its kinds to be served", zap.Strings("kinds", missing))
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return false
-		}
-	}
-}
-
 // await waits for changed, d or the end of ctx, and reports whether ctx
 // has not ended.
 func await(ctx context.Context, changed <-chan struct{}, d time.Duration) bool {
@@ -274,36 +218,12 @@ func (c *Controller) serveStores(ctx context.Context, keys []fxstore.Key) (relea
 			return nil, err
 		}
 	}
-	return release, nil
-}
-
-// runServed runs ctrl, one run of the controller, until ctx ends or one
-// of its kinds is no longer served, and returns why it stopped. Stopped
-// for its kind, it takes no more work, finishes the reconciles in flight
-// within the stop timeout, and drops its queue.
-func (c *Controller) runServed(ctx context.Context, ctrl controller.Controller, keys []fxstore.Key, changed <-chan struct{}) (string, error) {
-	run, stop, end := grace.Stoppable(ctx)
-	defer end()
-	done := make(chan error, 1)
-	c.started()
-	go func() { done <- c.run(run, ctrl) }()
-	for {
-		select {
-		case err := <-done:
-			reason := stopReason(ctx, err)
-			c.stopped(reason)
-			return reason, err
-		case <-changed:
-			missing := c.served.notServed(keys)
-			if len(missing) == 0 {
-				continue
-			}
-			stop()
-			err := <-done
-			c.stopped(stopKindNotServed, zap.Strings("kinds", missing), zap.NamedError("runError", err))
-			return stopKindNotServed, nil
-		}
+	c.served.mu.Lock()
+	for _, k := range keys {
+		c.served.started[k] = true
 	}
+	c.served.mu.Unlock()
+	return release, nil
 }
 
 // waitingConsumers returns the consumers of the requests of the

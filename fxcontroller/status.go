@@ -27,15 +27,19 @@ const (
 	Running State = "running"
 	// Stopped is the state of a controller that has stopped.
 	Stopped State = "stopped"
+	// Disabled is the state of a controller disabled by name (Switch),
+	// until it is enabled.
+	Disabled State = "disabled"
 )
 
 // states are the states, in the order the state metric lists them.
-var states = []State{NotStarted, Waiting, Starting, Running, Stopped}
+var states = []State{NotStarted, Waiting, Starting, Running, Stopped, Disabled}
 
 // Why a controller stopped, as fxkube_controller_stops_total's reason.
 const (
 	stopApp           = "app_stopping"
 	stopKindNotServed = "kind_not_served"
+	stopDisabled      = "disabled"
 	stopError         = "error"
 )
 
@@ -72,6 +76,9 @@ func (c *Controller) Status() Status {
 	s := c.status.current
 	if s.State == "" {
 		s.State = NotStarted
+		if c.switched.isDisabled() {
+			s.State = Disabled // not started: a disabled controller starts disabled
+		}
 	}
 	s.WaitingFor = slices.Clone(s.WaitingFor)
 	return s
@@ -89,9 +96,10 @@ func (c *Controller) setStatus(s Status) bool {
 }
 
 // ReadinessNote implements contract.ReadinessNoter: a controller that
-// waits for its kinds says so on /readyz?verbose, without failing it.
+// waits for its kinds, or is disabled, says so on /readyz?verbose,
+// without failing it.
 func (c *Controller) ReadinessNote() string {
-	if s := c.Status(); s.State == Waiting {
+	if s := c.Status(); s.State == Waiting || s.State == Disabled {
 		return fmt.Sprintf("controller %q is %s", c.name, s)
 	}
 	return ""
@@ -128,11 +136,11 @@ func stopReason(ctx context.Context, err error) string {
 
 var (
 	stateDesc = prometheus.NewDesc("fxkube_controller_state",
-		"1 for the controller's current state (not started, waiting for its kinds to be served, starting, running, stopped), else 0.", []string{"controller", "state"}, nil)
+		"1 for the controller's current state (not started, waiting for its kinds to be served, starting, running, stopped, disabled), else 0.", []string{"controller", "state"}, nil)
 	startsDesc = prometheus.NewDesc("fxkube_controller_starts_total",
 		"Runs of the controller started.", []string{"controller"}, nil)
 	stopsDesc = prometheus.NewDesc("fxkube_controller_stops_total",
-		"Runs of the controller stopped, by reason: app_stopping, kind_not_served, error.", []string{"controller", "reason"}, nil)
+		"Runs of the controller stopped, by reason: app_stopping, kind_not_served, disabled, error.", []string{"controller", "reason"}, nil)
 )
 
 // Describe implements prometheus.Collector: the app's controllers report
@@ -156,7 +164,7 @@ func (cs Controllers) Collect(ch chan<- prometheus.Metric) {
 		}
 		c.status.mu.Lock()
 		starts := c.status.starts
-		stops := map[string]int{stopApp: 0, stopKindNotServed: 0, stopError: 0}
+		stops := map[string]int{stopApp: 0, stopKindNotServed: 0, stopDisabled: 0, stopError: 0}
 		for reason, n := range c.status.stops {
 			stops[reason] = n
 		}

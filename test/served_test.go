@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
@@ -190,37 +189,8 @@ func TestControllerRunsWhileItsKindIsServed(t *testing.T) {
 			assert.Less(t, e.Level, zapcore.ErrorLevel, "cycle %d: %s", cycle, e.Message)
 		}
 	}
-	assert.Equal(t, 3.0, metricValue(t, ctrls, "fxkube_controller_starts_total", nil), "three runs")
-	assert.Equal(t, 3.0, metricValue(t, ctrls, "fxkube_controller_stops_total", map[string]string{"reason": "kind_not_served"}))
-}
-
-// metricValue returns the value of the series name of c whose labels
-// include labels.
-func metricValue(t *testing.T, c prometheus.Collector, name string, labels map[string]string) float64 {
-	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	require.NoError(t, reg.Register(c))
-	families, err := reg.Gather()
-	require.NoError(t, err)
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if v, ok := labels[l.GetName()]; ok && v != l.GetValue() {
-					continue metrics
-				}
-			}
-			if m.GetCounter() != nil {
-				return m.GetCounter().GetValue()
-			}
-			return m.GetGauge().GetValue()
-		}
-	}
-	t.Fatalf("no series %s with labels %v", name, labels)
-	return 0
+	assert.Equal(t, 3.0, testenv.Metric(t, ctrls, "fxkube_controller_starts_total", nil), "three runs")
+	assert.Equal(t, 3.0, testenv.Metric(t, ctrls, "fxkube_controller_stops_total", map[string]string{"reason": "kind_not_served"}))
 }
 
 // An app whose controller waits for a kind not served starts, ready, and
@@ -256,7 +226,7 @@ func TestAppStartsWithoutAControllerWaitingForItsKind(t *testing.T) {
 	graph.WriteText(&text)
 	assert.Contains(t, text.String(), "state: waiting for kind Gadget.served.fxkube.io/v1 to be served")
 
-	assert.Equal(t, 1.0, metricValue(t, ctrls, "fxkube_controller_state", map[string]string{"controller": "gadgets", "state": "waiting"}))
-	assert.Equal(t, 0.0, metricValue(t, ctrls, "fxkube_controller_state", map[string]string{"controller": "gadgets", "state": "running"}))
+	assert.Equal(t, 1.0, testenv.Metric(t, ctrls, "fxkube_controller_state", map[string]string{"controller": "gadgets", "state": "waiting"}))
+	assert.Equal(t, 0.0, testenv.Metric(t, ctrls, "fxkube_controller_state", map[string]string{"controller": "gadgets", "state": "running"}))
 	assert.True(t, testenv.StoreInfo(t, reg, fxstore.Key{Kind: gadgets, Projection: fxstore.Unstructured, Transform: fxstore.StripManagedFields.Name}).Status.WaitingForKind)
 }
