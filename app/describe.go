@@ -154,6 +154,10 @@ type Store struct {
 	// WaitingForKind reports, for a running app, a store that waits for
 	// its kind to be served, not started (see fxcontroller.WhenServed).
 	WaitingForKind bool `json:"waitingForKind,omitempty"`
+	// ControllersDisabled reports, for a running app, a store not started
+	// (WaitingForKind) whose controllers are all disabled
+	// (fxcontroller.Switch): it stopped when they did.
+	ControllersDisabled bool `json:"controllersDisabled,omitempty"`
 	// Failing says, for a running app, since when and why the store's
 	// list/watch fails (see fxstore.FailingError).
 	Failing string `json:"failing,omitempty"`
@@ -325,8 +329,10 @@ func countByBucket(ctx context.Context, c client.WithWatch, st fxshard.StoreInfo
 func NewGraph(reg *fxstore.Registry, ctrls fxcontroller.Controllers, hosted fxcontroller.HostedOperators) Graph {
 	var g Graph
 	byKey := controllersByKey{}
+	disabled := map[string]bool{}
 	for _, c := range ctrls {
 		info := c.Info()
+		disabled[info.Name] = c.Status().State == fxcontroller.Disabled
 		gc := Controller{Name: info.Name, DeclaredBy: info.DeclaredBy, Primary: info.Primary.String(), NeedsLeader: info.NeedsLeader, WhenServed: info.WhenServed}
 		if st := c.Status(); st.State != fxcontroller.NotStarted {
 			gc.State = st.String()
@@ -346,7 +352,9 @@ func NewGraph(reg *fxstore.Registry, ctrls fxcontroller.Controllers, hosted fxco
 		if s.ViewOf == nil {
 			g.Informers++
 		}
-		g.Stores = append(g.Stores, newStore(s, byKey[s.Key]))
+		st := newStore(s, byKey[s.Key])
+		st.ControllersDisabled = s.Status.WaitingForKind && len(byKey[s.Key]) > 0 && allOf(byKey[s.Key], disabled)
+		g.Stores = append(g.Stores, st)
 	}
 	g.Specs = len(g.Stores)
 	for _, h := range hosted {
@@ -388,6 +396,16 @@ func newStore(s fxstore.StoreInfo, controllers []string) Store {
 		Consumers: s.Consumers, Controllers: controllers, Indexes: s.Indexes, Late: s.Late,
 		WaitingForKind: s.Status.WaitingForKind,
 	}
+}
+
+// allOf reports whether every name of names is set in set.
+func allOf(names []string, set map[string]bool) bool {
+	for _, name := range names {
+		if !set[name] {
+			return false
+		}
+	}
+	return true
 }
 
 // AddWebhooks adds the paths w serves, with the kinds scheme has that
@@ -592,7 +610,10 @@ func writeStoreText(w io.Writer, indent string, s Store) {
 	if s.Late {
 		fmt.Fprintf(w, "%sstarted late, on first read\n", indent)
 	}
-	if s.WaitingForKind {
+	switch {
+	case s.ControllersDisabled:
+		fmt.Fprintf(w, "%sstopped: its controllers are disabled\n", indent)
+	case s.WaitingForKind:
 		fmt.Fprintf(w, "%swaiting for its kind to be served\n", indent)
 	}
 	if s.Failing != "" {
