@@ -83,6 +83,13 @@
 // the field and the flag to use instead. WithLogr gives it its logr
 // logger.
 //
+// # Choosing and stopping controllers
+//
+// The app's --controllers flag (Selection) chooses the controllers it
+// has. Switch, which Collect provides, disables and enables them by name
+// while it runs. A disabled controller finishes its reconciles in
+// flight, drops its queue and, with WhenServed, gives back its stores.
+//
 // # What a controller declares
 //
 // Info reports a controller's name, stores and declared writes. The app's
