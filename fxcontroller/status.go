@@ -76,8 +76,12 @@ func (c *Controller) Status() Status {
 	s := c.status.current
 	if s.State == "" {
 		s.State = NotStarted
+	}
+	switch s.State {
+	case NotStarted, Waiting, Stopped:
+		// Disabled, it will not run: Start says so once it looks.
 		if c.switched.isDisabled() {
-			s.State = Disabled // not started: a disabled controller starts disabled
+			return Status{State: Disabled}
 		}
 	}
 	s.WaitingFor = slices.Clone(s.WaitingFor)
