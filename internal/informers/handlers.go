@@ -55,7 +55,7 @@ func (hs *Handlers) Add(h cache.ResourceEventHandler, o cache.HandlerOptions) (*
 	if target == nil {
 		target = hs.current()
 	}
-	r := &Registration{handlers: hs, h: h, opts: o, synced: make(chan struct{})}
+	r := &Registration{handlers: hs, h: h, opts: o, synced: make(chan struct{}), gone: make(chan struct{})}
 	if hs.track() {
 		r.held = make(map[objectKey]any)
 	}
@@ -235,6 +235,7 @@ type Registration struct {
 	on       *attachment // where events are told from
 	next     *attachment // where a move is taking the handler
 	removed  bool
+	gone     chan struct{} // closed once the handler is removed
 	synced   chan struct{} // closed once the handler has had every object
 	isSynced atomic.Bool
 
@@ -311,6 +312,9 @@ func (r *Registration) dropNext() {
 func (r *Registration) remove() error {
 	r.regMu.Lock()
 	defer r.regMu.Unlock()
+	if !r.removed {
+		close(r.gone)
+	}
 	r.removed = true
 	var errs []error
 	for _, a := range []*attachment{r.on, r.next} {
@@ -426,8 +430,9 @@ func (r *Registration) HasSyncedChecker() cache.DoneChecker {
 		return AllDone(name, nil)
 	default:
 		// Done once the registration of now has synced, or a move has
-		// told the handler every object.
-		return AllDone(name, r.synced, Wait{Done: func() <-chan struct{} { return reg.HasSyncedChecker().Done() }})
+		// told the handler every object; the wait ends, and its
+		// goroutine with it, once the handler is removed.
+		return AllDone(name, r.synced, Wait{Done: func() <-chan struct{} { return reg.HasSyncedChecker().Done() }, Gone: r.gone})
 	}
 }
 
