@@ -25,7 +25,7 @@ func TestRunnablesNeedProviders(t *testing.T) {
 		want      int
 	}{
 		{name: "no providers", want: 0},
-		{name: "a provider", providers: []Provider{idle}, want: 2},
+		{name: "a provider", providers: []Provider{idle}, want: 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -37,7 +37,7 @@ func TestRunnablesNeedProviders(t *testing.T) {
 			got := runnables(runnablesParams{Fleet: f, Controllers: []*Controller{c}}).Runnables
 			assert.Len(t, got, tt.want)
 			if tt.want > 0 {
-				assert.Equal(t, []manager.Runnable{f, c}, got)
+				assert.Equal(t, []manager.Runnable{f, elected{f}, c}, got)
 			}
 			assert.Equal(t, tt.want > 0, readiness(f) != nil, "a /readyz check list")
 		})

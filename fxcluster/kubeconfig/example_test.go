@@ -44,7 +44,7 @@ func ExampleLoad() {
 	fmt.Println(cfg.Host, cfg.ExecProvider.Command, err)
 	// Output:
 	// true
-	// kubeconfig context "eu": user "controller" runs the exec credential plugin "aws"; a kubeconfig given as data must not run commands in the controller: embed a token or a client certificate in it, or allow credential plugins (Policy.AllowCredentialPlugins)
+	// kubeconfig context "eu": user "controller" runs the exec credential plugin "aws"; a kubeconfig given as data must not run commands in the controller: embed a token or a client certificate in it, or allow credential plugins (--cluster-secrets-allow-credential-plugins, Policy.AllowCredentialPlugins)
 	// https://eu.example:6443 aws <nil>
 }
 
