@@ -391,7 +391,10 @@ func (r *runner) storeSource() (fxstore.Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	return apiserver.NewSource(conn.Client, apiserver.WithREST(conn.Config, conn.HTTPClient)), nil
+	// Not apiserver.WithREST yet: its decoder reuses parts of held
+	// objects, and the race detector caught it writing into a map a
+	// reconciler was reading (TestLoad). It stays off until that is fixed.
+	return apiserver.NewSource(conn.Client), nil
 }
 
 // connect returns the app's connection to its API server.
