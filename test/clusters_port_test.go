@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -67,13 +68,7 @@ func TestMulticlusterRuntimeReconcilerPorts(t *testing.T) {
 
 	found := make(chan string, 10)
 	// The member is the test's own API server, under another name.
-	provider := fxcluster.ProviderFunc(func(ctx context.Context, clusters fxcluster.Aware) error {
-		if err := clusters.Engage(ctx, "self", cfg); err != nil {
-			return err
-		}
-		<-ctx.Done()
-		return nil
-	})
+	provider, _ := staticProvider(map[fxcluster.ClusterName]*rest.Config{"self": cfg})
 	newController := func(fleet *fxcluster.Fleet) (*fxcluster.Controller, error) {
 		configMaps, err := fxcluster.For[*corev1.ConfigMap](fleet, fxstore.Spec{LabelSelector: "port=yes"})
 		if err != nil {

@@ -1,8 +1,6 @@
 package test
 
 import (
-	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -43,21 +41,7 @@ func TestFleetAcrossClusters(t *testing.T) {
 		"west": kubernetes.NewForConfigOrDie(cps[1].Config),
 	}
 
-	var mu sync.Mutex
-	leave := make(map[fxcluster.ClusterName]context.CancelFunc)
-	provider := fxcluster.ProviderFunc(func(ctx context.Context, clusters fxcluster.Aware) error {
-		for name, cfg := range members {
-			memberCtx, cancel := context.WithCancel(ctx)
-			mu.Lock()
-			leave[name] = cancel
-			mu.Unlock()
-			if err := clusters.Engage(memberCtx, name, cfg); err != nil {
-				return err
-			}
-		}
-		<-ctx.Done()
-		return nil
-	})
+	provider, leave := staticProvider(members)
 
 	probes := testenv.LoopbackAddr(t)
 	var f *fxcluster.Fleet
@@ -137,9 +121,7 @@ func TestFleetAcrossClusters(t *testing.T) {
 	requireCopies("2")
 
 	// West leaves: the fleet forgets it, and east goes on.
-	mu.Lock()
-	leave["west"]()
-	mu.Unlock()
+	leave("west")
 	require.Eventually(t, func() bool {
 		for _, info := range f.Clusters() {
 			if info.Name == "west" {
