@@ -44,7 +44,18 @@ func startFxkube(t *testing.T, cfg *rest.Config, setup func(ctrl.Manager) error)
 	)
 	require.NoError(t, app.Err(), "make the manager, and set the operator up")
 
-	ctx, stopped := run(t, app)
+	ctx, cancel := context.WithCancel(t.Context())
+	var runErr error
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		runErr = lifecycle.Run(ctx, app)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-stopped
+		require.NoError(t, runErr, "run the manager")
+	})
 	select {
 	case <-mgr.Elected():
 	case <-stopped:
@@ -85,27 +96,20 @@ func startFxkubeInMember(t *testing.T, cfg *rest.Config, setup func(ctrl.Manager
 	)
 	require.NoError(t, app.Err(), "make the app, and declare the operator in every member")
 
-	ctx, _ := run(t, app)
-	require.Eventually(t, func() bool {
-		_, err := fleet.GetCluster(ctx, "tests")
-		return err == nil
-	}, time.Minute, 50*time.Millisecond, "the member joins")
-}
-
-// run runs app with lifecycle.Run, as a binary's main does, until the
-// test ends; stopped is closed once Run has returned.
-func run(t *testing.T, app *fx.App) (ctx context.Context, stopped <-chan struct{}) {
 	ctx, cancel := context.WithCancel(t.Context())
 	var runErr error
-	done := make(chan struct{})
+	stopped := make(chan struct{})
 	go func() {
-		defer close(done)
+		defer close(stopped)
 		runErr = lifecycle.Run(ctx, app)
 	}()
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		<-stopped
 		require.NoError(t, runErr, "run the app")
 	})
-	return ctx, done
+	require.Eventually(t, func() bool {
+		_, err := fleet.GetCluster(ctx, "tests")
+		return err == nil
+	}, time.Minute, 50*time.Millisecond, "the member joins")
 }
