@@ -362,6 +362,10 @@ func (d *Decoder) decodeRun(pl *plan, fp *fieldPlan, b []byte, run []wireField, 
 		}
 		if d.held != nil && d.held.has(fp.num, sum) {
 			reflect.NewAt(fp.typ, at).Elem().Set(reflect.NewAt(fp.typ, unsafe.Add(d.held.obj, fp.off)).Elem())
+			// The field's parts are the held object's, which readers may
+			// hold: the table must not walk them again. Its hash mixes
+			// only into the object's own, which no part holds.
+			d.reused[share.Reused{At: at, Type: fp.typ}] = 0
 			return nil
 		}
 	}

@@ -122,3 +122,54 @@ func TestDecodeUpdates(t *testing.T) {
 		})
 	}
 }
+
+// An update decoded while the store still holds an older object takes
+// its fields from the newer object the decoder saw last, which readers
+// may already hold: taking the update writes nothing of it. The race
+// detector (make test) is what fails here.
+func TestDecodeAheadOfTheStoreWritesNothingShared(t *testing.T) {
+	s := newStore(t, &corev1.Pod{}, WithoutManagedFields())
+	deployment := workload.Deployment("shop", 1, 3)
+	pod := withManagedFields(workload.Pod(deployment, 2))
+	s.hold(t, marshal(t, pod))
+
+	// The next version, decoded as a watch event the informer has not
+	// applied yet: the store still holds the first.
+	next := pod.DeepCopy()
+	next.ResourceVersion += "1"
+	next.Spec.Containers[0].Image += "-next"
+	next.Spec.NodeSelector = map[string]string{"zone": "b"}
+	ahead, err := s.decoder.Decode(marshal(t, next))
+	require.NoError(t, err)
+	aheadPod := ahead.(*corev1.Pod)
+
+	// A reader of the newer object, as a handler of its event would be.
+	done, read := make(chan struct{}), make(chan int)
+	go func() {
+		n := 0
+		for {
+			for _, c := range aheadPod.Spec.Containers {
+				n += len(c.Image) + len(c.SecurityContext.Capabilities.Drop)
+			}
+			n += len(aheadPod.Spec.NodeSelector["zone"])
+			select {
+			case <-done:
+				read <- n
+				return
+			default:
+			}
+		}
+	}()
+
+	// Its status changes again: its spec's bytes are the newer object's.
+	last := next.DeepCopy()
+	last.ResourceVersion += "2"
+	last.Status.ContainerStatuses[0].RestartCount++
+	raw := marshal(t, last)
+	got, err := s.decoder.Decode(raw)
+	close(done)
+	assert.Positive(t, <-read)
+	require.NoError(t, err)
+	require.True(t, equality.Semantic.DeepEqual(generated(t, raw, true), got))
+	assert.Same(t, unsafe.SliceData(aheadPod.Spec.Containers), unsafe.SliceData(got.(*corev1.Pod).Spec.Containers), "containers")
+}

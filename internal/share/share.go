@@ -579,6 +579,12 @@ func (t *Table) walkAgainstAt(s *shape, p, held unsafe.Pointer) {
 	if s.plain {
 		return
 	}
+	if t.reused != nil && s.kind != reflect.String {
+		// Canonical already, and maybe another object's: only read.
+		if _, ok := t.reused[Reused{p, s.typ}]; ok {
+			return
+		}
+	}
 	switch s.kind {
 	case reflect.Struct:
 		if s.opaque {
