@@ -9,12 +9,18 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 )
 
 // A Serializer is a REST client's negotiated serializer whose protobuf
 // decoder decodes a kind's objects and lists through a Decoder, once one
 // is set. What else it decodes, it leaves to the serializer it wraps:
 // error statuses, other kinds, JSON.
+//
+// It decodes as client-go's REST clients of typed objects do: without
+// conversion, and with the kind of what it decodes cleared. A decoder's
+// objects are shared from the moment it takes them, so nothing writes
+// their kind after that: they are decoded with it cleared already.
 //
 // A REST client decodes a list's body, and each object of a watch event
 // (a streamed list's among them), with its serializer's protobuf
@@ -27,9 +33,11 @@ type Serializer struct {
 	decoder      atomic.Pointer[Decoder]
 }
 
-// NewSerializer returns a serializer that decodes objects of kind gvk,
-// and lists of them, through the decoder set with Use.
-func NewSerializer(ns runtime.NegotiatedSerializer, gvk schema.GroupVersionKind) *Serializer {
+// NewSerializer returns a serializer of scheme's types that decodes
+// objects of kind gvk, and lists of them, through the decoder set with
+// Use.
+func NewSerializer(scheme *runtime.Scheme, gvk schema.GroupVersionKind) *Serializer {
+	ns := serializer.WithoutConversionCodecFactory{CodecFactory: serializer.NewCodecFactory(scheme)}
 	return &Serializer{NegotiatedSerializer: ns, gvk: gvk, listGVK: gvk.GroupVersion().WithKind(gvk.Kind + "List"),
 		apiVersion: gvk.GroupVersion().String()}
 }
@@ -43,29 +51,45 @@ func (s *Serializer) SupportedMediaTypes() []runtime.SerializerInfo {
 	infos := slices.Clone(s.NegotiatedSerializer.SupportedMediaTypes())
 	for i := range infos {
 		if infos[i].MediaType == runtime.ContentTypeProtobuf {
-			infos[i].Serializer = protobufDecoder{infos[i].Serializer, s}
+			infos[i].Serializer = protobufDecoder{Serializer: infos[i].Serializer, s: s}
 		}
 	}
 	return infos
 }
 
+// DecoderToVersion implements runtime.NegotiatedSerializer. The wrapped
+// serializer's decoder clears the kind of an object after decoding it;
+// the protobuf decoder clears it before its decoder takes the object.
+func (s *Serializer) DecoderToVersion(d runtime.Decoder, gv runtime.GroupVersioner) runtime.Decoder {
+	p, ok := d.(protobufDecoder)
+	if !ok {
+		return s.NegotiatedSerializer.DecoderToVersion(d, gv)
+	}
+	p.wrapped = s.NegotiatedSerializer.DecoderToVersion(p.Serializer, gv)
+	return p
+}
+
 // protobufDecoder decodes what its serializer's decoder can, and leaves
-// the rest to the protobuf serializer.
+// the rest to the protobuf serializer, as wrapped decodes it.
 type protobufDecoder struct {
 	runtime.Serializer
 	s *Serializer
+	// wrapped decodes as the wrapped serializer's decoder to a version;
+	// nil before DecoderToVersion.
+	wrapped runtime.Decoder
 }
 
 // Decode implements runtime.Decoder as apimachinery's protobuf
-// serializer does: the object's kind set, into reset first.
+// serializer does, into reset first, and then clears the kind of what
+// it decodes.
 func (p protobufDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
 	d := p.s.decoder.Load()
 	if d == nil {
-		return p.Serializer.Decode(data, defaults, into)
+		return p.fallback(data, defaults, into)
 	}
 	apiVersion, kind, raw, ok := envelope(data)
 	if !ok || string(apiVersion) != p.s.apiVersion {
-		return p.Serializer.Decode(data, defaults, into)
+		return p.fallback(data, defaults, into)
 	}
 	switch {
 	case string(kind) == p.s.gvk.Kind && (into == nil || reflect.TypeOf(into) == d.Type()):
@@ -80,7 +104,6 @@ func (p protobufDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, 
 		if err := d.DecodeInto(raw, obj, v.UnsafePointer()); err != nil {
 			return nil, &gvk, err
 		}
-		obj.GetObjectKind().SetGroupVersionKind(gvk)
 		return obj, &gvk, nil
 	case string(kind) == p.s.listGVK.Kind && into != nil && reflect.TypeOf(into).Kind() == reflect.Pointer:
 		gvk := p.s.listGVK
@@ -89,8 +112,15 @@ func (p protobufDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, 
 		if err := d.DecodeList(raw, into); err != nil {
 			return nil, &gvk, err
 		}
-		into.GetObjectKind().SetGroupVersionKind(gvk)
 		return into, &gvk, nil
+	}
+	return p.fallback(data, defaults, into)
+}
+
+// fallback decodes data as the wrapped serializer would.
+func (p protobufDecoder) fallback(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	if p.wrapped != nil {
+		return p.wrapped.Decode(data, defaults, into)
 	}
 	return p.Serializer.Decode(data, defaults, into)
 }

@@ -6,7 +6,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -48,7 +47,7 @@ func NewDecoding(cfg *rest.Config, hc *http.Client, scheme *k8sruntime.Scheme, k
 	if c.UserAgent == "" {
 		c.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
-	s := decode.NewSerializer(serializer.WithoutConversionCodecFactory{CodecFactory: serializer.NewCodecFactory(scheme)}, key.Kind)
+	s := decode.NewSerializer(scheme, key.Kind)
 	c.NegotiatedSerializer = s
 	rc, err := rest.RESTClientForConfigAndClient(c, hc)
 	if err != nil {
