@@ -391,10 +391,7 @@ func (r *runner) storeSource() (fxstore.Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Not apiserver.WithREST yet: its decoder reuses parts of held
-	// objects, and the race detector caught it writing into a map a
-	// reconciler was reading (TestLoad). It stays off until that is fixed.
-	return apiserver.NewSource(conn.Client), nil
+	return apiserver.NewSource(conn.Client, apiserver.WithREST(conn.Config, conn.HTTPClient)), nil
 }
 
 // connect returns the app's connection to its API server.
