@@ -94,6 +94,8 @@ type cachedKind struct {
 	// indexes maps each field the cache indexed to its index's name;
 	// replaced, never changed, under the cache's mu.
 	indexes atomic.Pointer[map[string]string]
+	// handlers are those added through the informers given for the kind.
+	handlers handlers
 }
 
 // release gives back the cache's requests for ck's stores.
@@ -791,7 +793,7 @@ func (c *registryCache) informer(ctx context.Context, k cacheKind, opts []crcach
 		}
 	}
 	if len(ck.stores) == 1 {
-		return ck.stores[0].store.Informer(), nil
+		return kindInformer{ck.stores[0].store.Informer(), ck}, nil
 	}
 	// One informer over the stores of every namespace, as
 	// controller-runtime's multi-namespace cache gives.
@@ -801,14 +803,15 @@ func (c *registryCache) informer(ctx context.Context, k cacheKind, opts []crcach
 			return nil, err
 		}
 	}
-	return u, nil
+	return kindInformer{u, ck}, nil
 }
 
 // RemoveInformer implements cache.Informers with controller-runtime's
 // semantics for this cache: it forgets obj's kind, its stores and its
-// field indexes, and a later read asks for them again. It gives back the
-// cache's requests for the stores: a store stops once no module or other
-// cache holds it.
+// field indexes, and a later read asks for them again. The handlers added
+// through the informers it gave for the kind are removed, and those
+// informers report themselves stopped. It gives back the cache's requests
+// for the stores: a store stops once no module or other cache holds it.
 func (c *registryCache) RemoveInformer(_ context.Context, obj client.Object) error {
 	k, err := c.kindOf(obj)
 	if err != nil {
@@ -829,8 +832,9 @@ func (c *registryCache) RemoveInformer(_ context.Context, obj client.Object) err
 			c.synced.Store(&next)
 		}
 	}
+	err = ck.handlers.removeAll()
 	ck.release()
-	return nil
+	return err
 }
 
 // Start implements cache.Informers. The app starts its stores, so it fails.

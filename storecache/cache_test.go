@@ -3,6 +3,7 @@ package storecache_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	toolscache "k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -161,4 +163,47 @@ func TestRemoveInformerReleasesOneCachesHold(t *testing.T) {
 	require.NoError(t, a.RemoveInformer(t.Context(), &corev1.ConfigMap{}))
 	require.NoError(t, b.RemoveInformer(t.Context(), &corev1.ConfigMap{}))
 	require.Empty(t, r.Stores(), "no cache holds it: it stops")
+}
+
+// As controller-runtime's RemoveInformer stops the informer, removing a
+// kind silences the handlers added through the cache's informer for it,
+// and that informer says it stopped. Another cache's handlers on the same
+// store go on.
+func TestRemoveInformerSilencesOnlyThatCachesHandlers(t *testing.T) {
+	r := fxstore.NewRegistry(clientgoscheme.Scheme)
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
+	a, err := storecache.New(r, mapper, crcache.Options{}, storecache.WithConsumer("a"))
+	require.NoError(t, err)
+	b, err := storecache.New(r, mapper, crcache.Options{}, storecache.WithConsumer("b"))
+	require.NoError(t, err)
+	src := fxstoretest.NewSource(clientgoscheme.Scheme)
+	fxstoretest.Start(t, r, src)
+
+	added := func(c crcache.Cache) (crcache.Informer, *atomic.Int32) {
+		inf, err := c.GetInformer(t.Context(), &corev1.ConfigMap{})
+		require.NoError(t, err)
+		var n atomic.Int32
+		_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: func(any) { n.Add(1) }})
+		require.NoError(t, err)
+		return inf, &n
+	}
+	infA, addsA := added(a)
+	infB, addsB := added(b)
+	require.NoError(t, src.Client().Create(t.Context(), testenv.ConfigMap("ns", "x")))
+	require.Eventually(t, func() bool { return addsA.Load() == 1 && addsB.Load() == 1 }, 10*time.Second, time.Millisecond)
+
+	require.NoError(t, a.RemoveInformer(t.Context(), &corev1.ConfigMap{}))
+	assert.True(t, infA.IsStopped(), "the removed kind's informer")
+	assert.False(t, infB.IsStopped(), "the other cache's")
+	_, err = infA.AddEventHandler(toolscache.ResourceEventHandlerFuncs{})
+	require.ErrorContains(t, err, "RemoveInformer")
+	require.NoError(t, src.Client().Create(t.Context(), testenv.ConfigMap("ns", "y")))
+	require.Eventually(t, func() bool { return addsB.Load() == 2 }, 10*time.Second, time.Millisecond, "b hears y")
+	assert.Equal(t, int32(1), addsA.Load(), "a no longer hears its removed kind")
+
+	infA, addsA = added(a)
+	require.Eventually(t, func() bool { return addsA.Load() == 2 }, 10*time.Second, time.Millisecond,
+		"asked again, a hears what the store holds")
+	assert.False(t, infA.IsStopped())
 }
