@@ -413,14 +413,33 @@ func TestControllersFlagLeavesControllersOut(t *testing.T) {
 	}
 	assert.Equal(t, []string{"rollout"}, controllers(graphOf("--controllers=rollout")))
 
-	rbac, err := execute(t, modules, "rbac", "--controllers=*,-mirror")
-	require.NoError(t, err)
-	assert.NotContains(t, rbac, "namespaces", "no rule for mirror's Namespaces")
-	full, err := execute(t, modules, "rbac")
-	require.NoError(t, err)
+	verbs := func(args ...string) map[string][]string {
+		t.Helper()
+		out, err := execute(t, modules, append([]string{"rbac"}, args...)...)
+		require.NoError(t, err)
+		_, docs := rbacObjects(t, out)
+		var role rbacv1.ClusterRole
+		require.NoError(t, yaml.Unmarshal([]byte(docs[0]), &role))
+		byResource := map[string][]string{}
+		for _, rule := range role.Rules {
+			for _, r := range rule.Resources {
+				byResource[r] = append(byResource[r], rule.Verbs...)
+			}
+		}
+		return byResource
+	}
+	full, selected := verbs(), verbs("--controllers=*,-mirror")
 	assert.Contains(t, full, "namespaces")
+	assert.NotContains(t, selected, "namespaces", "no rule for mirror's Namespaces")
+	for _, r := range []string{"configmaps", "secrets"} {
+		assert.Subset(t, full[r], []string{"create", "update", "delete"}, "mirror writes %s", r)
+		for _, v := range []string{"create", "update", "delete"} {
+			assert.NotContains(t, selected[r], v, "%s: only mirror %ss them", r, v)
+		}
+	}
+	assert.Equal(t, full["deployments"], selected["deployments"], "rollout's rules stay")
 
-	_, err = execute(t, modules, "describe", "--controllers=*,-mirrors")
+	_, err := execute(t, modules, "describe", "--controllers=*,-mirrors")
 	require.ErrorContains(t, err, `--controllers names ["mirrors"], which the app does not have; its controllers, their modules' packages and its hosted operators are ["checksum" "mirror" "mirror-configmaps" "mirror-secrets" "rollout"]`)
 }
 
