@@ -9,6 +9,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 	corev1 "k8s.io/api/core/v1"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -42,7 +45,8 @@ func TestViewsFollowWhenTheirParentGoes(t *testing.T) {
 				}
 				objs = append(objs, testenv.ConfigMap("a", fmt.Sprintf("cm-%d", i), testenv.Labels{"team": team}))
 			}
-			r := fxstore.NewRegistry(clientgoscheme.Scheme)
+			core, logs := observer.New(zapcore.InfoLevel)
+			r := fxstore.NewRegistry(clientgoscheme.Scheme, fxstore.WithLogger(zap.New(core)))
 			src := fxstoretest.NewSource(clientgoscheme.Scheme, objs...)
 			fxstoretest.Start(t, r, src)
 			ctx := t.Context()
@@ -117,6 +121,11 @@ func TestViewsFollowWhenTheirParentGoes(t *testing.T) {
 			assert.True(t, info.Status.Synced)
 			assert.Equal(t, []string{"view"}, info.Consumers)
 			assert.Equal(t, want(), mirror.Held())
+			// Counted and logged, each line naming its store.
+			assert.Equal(t, 1.0, testenv.Metric(t, r, "fxkube_stores_moved_total", nil))
+			assert.Equal(t, 1.0, testenv.Metric(t, r, "fxkube_stores_released_total", nil))
+			assert.Equal(t, 1, logs.FilterMessageSnippet("store moved").FilterField(zap.Stringer("store", view.Key())).Len())
+			assert.Equal(t, 1, logs.FilterMessageSnippet("store released").FilterField(zap.Stringer("store", parent.Key())).Len())
 
 			// It follows changes from its new backing.
 			require.NoError(t, src.Client().Delete(ctx, cm))
