@@ -177,17 +177,22 @@ func TestControllerRunsWhileItsKindIsServed(t *testing.T) {
 			"cycle %d: the controller waits once its CRD is gone", cycle)
 		stopped := time.Since(deleted)
 		require.True(t, testenv.StoreInfo(t, reg, key).Status.WaitingForKind, "its store has stopped")
-		time.Sleep(5 * time.Second)
+		time.Sleep(3 * time.Second)
 		gained := logs.All()[before:]
 		var lines []string
 		for _, e := range gained {
 			lines = append(lines, e.LoggerName+": "+e.Message)
 		}
-		t.Logf("cycle %d: stopped %s after the delete began; the log gained %d lines in the 5s after:\n%s", cycle, stopped.Round(time.Millisecond), len(gained), strings.Join(lines, "\n"))
+		t.Logf("cycle %d: stopped %s after the delete began; the log gained %d lines in the 3s after:\n%s", cycle, stopped.Round(time.Millisecond), len(gained), strings.Join(lines, "\n"))
 		assert.LessOrEqual(t, len(gained), 8, "cycle %d: a few lines, not one per retry", cycle)
 		for _, e := range gained {
 			assert.Less(t, e.Level, zapcore.ErrorLevel, "cycle %d: %s", cycle, e.Message)
 		}
+		// Whatever the time: the next seconds add nothing. A retry
+		// logged with backoff would add a line within them.
+		quiet := logs.Len()
+		time.Sleep(4 * time.Second)
+		assert.Empty(t, logs.All()[quiet:], "cycle %d: nothing more while the kind is gone", cycle)
 	}
 	assert.Equal(t, 3.0, testenv.Metric(t, ctrls, "fxkube_controller_starts_total", nil), "three runs")
 	assert.Equal(t, 3.0, testenv.Metric(t, ctrls, "fxkube_controller_stops_total", map[string]string{"reason": "kind_not_served"}))
