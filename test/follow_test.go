@@ -26,10 +26,10 @@ import (
 )
 
 // A view whose parent is released while a writer creates, updates and
-// deletes its objects. The view moves to an informer of its own; its
+// deletes its objects. The view moves to an informer of its own. Its
 // store and a subscription mirroring its events equal the API server's
-// LIST once the move is done and at the end, with no event for an object
-// that did not change. The parent's watch then closes.
+// LIST at checkpoints before, during and after the move, with no event
+// for an object that did not change. The parent's watch then closes.
 func TestViewWhoseParentGoesUnderChurn(t *testing.T) {
 	cfg := testenv.Config(t)
 	ctx := t.Context()
@@ -99,7 +99,21 @@ func TestViewWhoseParentGoesUnderChurn(t *testing.T) {
 		}
 	})
 	t.Cleanup(func() { stopWriting(); writer.Wait() })
-	time.Sleep(200 * time.Millisecond) // churn before the release too
+	// A checkpoint pauses the writer until the view and its subscription
+	// equal the API server's LIST: before the release, while the view
+	// moves, and after.
+	checkpoints := 0
+	checkpoint := func() {
+		t.Helper()
+		writing.Lock()
+		defer writing.Unlock()
+		listEquals(t, direct, ns, view, mirror)
+		checkpoints++
+	}
+	for range 4 {
+		time.Sleep(50 * time.Millisecond) // churn before the release too
+		checkpoint()
+	}
 
 	// Reads go on while the parent goes: none fails.
 	var reads sync.WaitGroup
@@ -117,25 +131,31 @@ func TestViewWhoseParentGoesUnderChurn(t *testing.T) {
 			readsDone++
 		}
 	})
+	movedAway := func() bool {
+		if testenv.StoreInfo(t, reg, view.Key()).ViewOf != nil {
+			return false
+		}
+		for _, s := range reg.Stores() {
+			if s.Key == parent.Key() {
+				return false
+			}
+		}
+		return true
+	}
 	released := time.Now()
 	parent.Release()
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		info := testenv.StoreInfo(t, reg, view.Key())
-		assert.Nil(c, info.ViewOf, "an informer of its own")
-		for _, s := range reg.Stores() {
-			assert.NotEqual(c, parent.Key(), s.Key, "the parent is released")
-		}
-	}, 30*time.Second, time.Millisecond)
+	for !movedAway() {
+		require.Less(t, time.Since(released), 30*time.Second, "the view moves to an informer of its own and the parent goes")
+		checkpoint()
+	}
 	moved := time.Since(released)
 	stopReading()
 	reads.Wait()
 	require.Empty(t, readErrs)
-	// The view equals the LIST after the move, the writer paused, and
-	// follows it as the writer goes on.
-	writing.Lock()
-	listEquals(t, direct, ns, view, mirror)
-	writing.Unlock()
-	time.Sleep(200 * time.Millisecond)
+	for range 4 {
+		time.Sleep(50 * time.Millisecond) // the view follows the writer from its new informer
+		checkpoint()
+	}
 	stopWriting()
 	writer.Wait()
 	listEquals(t, direct, ns, view, mirror)
@@ -143,7 +163,7 @@ func TestViewWhoseParentGoesUnderChurn(t *testing.T) {
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Equal(c, watches+1, scrapeRequests(t, cfg, "configmaps").OpenWatches, "the view's watch; the parent's is closed")
 	}, 30*time.Second, 100*time.Millisecond)
-	t.Logf("moved in %v under %d writes, %d reads during the move, %d events", moved, writes, readsDone, mirror.Events())
+	t.Logf("moved in %v under %d writes, %d reads during the move, %d events, %d checkpoints equal to the LIST", moved, writes, readsDone, mirror.Events(), checkpoints)
 }
 
 // team spreads objects over four teams.
