@@ -42,7 +42,7 @@ type ClusterController struct {
 // Member is a member cluster engaged by a running app.
 type Member struct {
 	Name string `json:"name"`
-	// State is joining, ready, failed or leaving.
+	// State is joining, ready, failing, failed or leaving.
 	State string    `json:"state"`
 	Host  string    `json:"host"`
 	Since time.Time `json:"since"`

@@ -3,6 +3,7 @@ package fxcluster_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -132,6 +133,57 @@ func TestMemberFailsAloneAndJoinsOnceItCan(t *testing.T) {
 	info, _ := env.state("b")
 	assert.Greater(t, info.Attempts, 1)
 	assert.Equal(t, "cluster://b/web/in-b", inB.String())
+}
+
+// A member that joined and whose source then fails is Failing, naming
+// its store and the cause, while the other member goes on. Once the
+// source works again, it is Ready: it never left, nor joined again.
+func TestJoinedMemberFailingIsNamedAndRecovers(t *testing.T) {
+	sources := map[string]*fxstoretest.Source{
+		"https://a": fxstoretest.NewSource(clientgoscheme.Scheme, testenv.ConfigMap("web", "in-a")),
+		"https://b": fxstoretest.NewSource(clientgoscheme.Scheme, testenv.ConfigMap("web", "in-b")),
+	}
+	env := newFleetEnv(t, sources)
+	configMaps, err := fxcluster.For[*corev1.ConfigMap](env.fleet, fxstore.Spec{})
+	require.NoError(t, err)
+	var seen testenv.Records[fxcluster.Request]
+	ctrl, err := fxcluster.NewController("record", configMaps, fxcluster.Func(func(_ context.Context, req fxcluster.Request) (reconcile.Result, error) {
+		seen.Add(req)
+		return reconcile.Result{}, nil
+	}))
+	require.NoError(t, err)
+	aware := env.run(ctrl)
+	require.NoError(t, aware.Engage(t.Context(), "a", configFor("https://a")))
+	require.NoError(t, aware.Engage(t.Context(), "b", configFor("https://b")))
+	env.requireState("a", fxcluster.Ready)
+	env.requireState("b", fxcluster.Ready)
+	require.Eventually(t, func() bool { return len(seen.All()) == 2 }, 10*time.Second, 5*time.Millisecond)
+
+	restore := sources["https://b"].Fail(errors.New("b is away"))
+	failing := env.requireState("b", fxcluster.Failing)
+	require.ErrorContains(t, failing.Err, "b is away")
+	require.ErrorContains(t, failing.Err, `store ConfigMap/v1 (cluster "b", all namespaces)`, "it names the store")
+	assert.Equal(t, 1, failing.Attempts, "it has not left")
+	assert.Equal(t, fxcluster.Ready, must(env.state("a")).State, "a failing member gates only itself")
+	require.NoError(t, sources["https://a"].Client().Create(t.Context(), testenv.ConfigMap("web", "later")))
+	later := fxcluster.Request{Request: reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "web", Name: "later"}}, ClusterName: "a"}
+	require.Eventually(t, func() bool { return slices.Contains(seen.All(), later) }, 10*time.Second, 5*time.Millisecond, "a goes on")
+
+	// Made while b's stores cannot list it: they get it as they recover.
+	require.NoError(t, sources["https://b"].Client().Create(t.Context(), testenv.ConfigMap("web", "meanwhile")))
+	restore()
+	recovered := env.requireState("b", fxcluster.Ready)
+	assert.NoError(t, recovered.Err)
+	assert.Equal(t, 1, recovered.Attempts, "it recovered in place")
+	meanwhile := fxcluster.Request{Request: reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "web", Name: "meanwhile"}}, ClusterName: "b"}
+	require.Eventually(t, func() bool { return slices.Contains(seen.All(), meanwhile) }, 10*time.Second, 5*time.Millisecond, "b reconciles again")
+}
+
+func must[T any](v T, ok bool) T {
+	if !ok {
+		panic("not found")
+	}
+	return v
 }
 
 // A member that leaves lets its reconcile in flight finish before its

@@ -33,6 +33,11 @@ const (
 	Ready State = "ready"
 	// Failed is a member whose last attempt to join failed; it tries again.
 	Failed State = "failed"
+	// Failing is a member that joined and whose stores' lists or watches
+	// fail since: its API server is away, say. Its stores serve what they
+	// held, growing stale, and its controllers go on; it is Ready again
+	// once every store's list/watch works.
+	Failing State = "failing"
 	// Leaving is a member whose controllers finish their work; then its
 	// stores stop.
 	Leaving State = "leaving"
@@ -48,7 +53,8 @@ type ClusterInfo struct {
 	Since time.Time
 	// Attempts counts its attempts to join, the current one included.
 	Attempts int
-	// Err is why its last attempt failed, while it is Failed.
+	// Err is why its last attempt failed, while it is Failed, or the
+	// first failing store's error, while it is Failing.
 	Err error
 	// Stores are its stores, while it has some.
 	Stores []fxstore.StoreInfo
@@ -404,7 +410,23 @@ func (m *member) info() ClusterInfo {
 	if c != nil {
 		info.Stores = c.registry.Stores()
 	}
+	if info.State == Ready {
+		failing(&info)
+	}
 	return info
+}
+
+// failing makes info, of a Ready member, Failing if one of its stores
+// fails: since the first began to, with that store's error.
+func failing(info *ClusterInfo) {
+	for _, s := range info.Stores {
+		since := s.Status.FailingSince
+		if since.IsZero() || info.State == Failing && !since.Before(info.Since) {
+			continue
+		}
+		info.State, info.Since = Failing, since
+		info.Err = &fxstore.StoreError{Key: s.Key, Err: &fxstore.FailingError{Since: since, Err: s.Status.LastError}}
+	}
 }
 
 // errLeft is the cause of a reconcile's context ended as its cluster left.

@@ -17,7 +17,7 @@ import (
 
 var (
 	stateDesc = prometheus.NewDesc("fxkube_cluster_state",
-		"1 for the member cluster's current state (joining, ready, failed or leaving), 0 for the others.", []string{"cluster", "state"}, nil)
+		"1 for the member cluster's current state (joining, ready, failing, failed or leaving), 0 for the others.", []string{"cluster", "state"}, nil)
 	sinceDesc = prometheus.NewDesc("fxkube_cluster_state_since_timestamp_seconds",
 		"When the member cluster entered its current state, in seconds since the Unix epoch.", []string{"cluster"}, nil)
 	joinsDesc = prometheus.NewDesc("fxkube_cluster_joins_total",
@@ -25,7 +25,7 @@ var (
 )
 
 // states are every State, in the order their gauges are reported.
-var states = []State{Joining, Ready, Failed, Leaving}
+var states = []State{Joining, Ready, Failing, Failed, Leaving}
 
 // clusterMetrics collects the members' states and attempts.
 type clusterMetrics struct{ f *Fleet }
@@ -60,7 +60,7 @@ func (c clusterMetrics) Collect(ch chan<- prometheus.Metric) {
 // attempt has failed.
 func joinResults(info ClusterInfo) (joined, failed int) {
 	switch info.State {
-	case Ready, Leaving:
+	case Ready, Failing, Leaving:
 		return 1, info.Attempts - 1
 	case Failed:
 		return 0, info.Attempts
