@@ -143,3 +143,92 @@ func TestFleetAcrossClusters(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 200, testenv.Status(probes, "/readyz"))
 }
+
+// A member's API server stops after it joined: that member is failing,
+// named with its store and cause, while the other member goes on
+// reconciling and the app stays ready. Once the server is back, the
+// member is ready again, without joining anew, and catches up.
+func TestMemberAPIServerStoppedFailsAloneAndRecovers(t *testing.T) {
+	ctx := t.Context()
+	own := testenv.Config(t)
+	ownKube := kubernetes.NewForConfigOrDie(own)
+	cps := testenv.Members(t, 2)
+	members := map[fxcluster.ClusterName]*rest.Config{"east": cps[0].Config, "west": cps[1].Config}
+	kubes := map[fxcluster.ClusterName]kubernetes.Interface{
+		"east": kubernetes.NewForConfigOrDie(cps[0].Config),
+		"west": kubernetes.NewForConfigOrDie(cps[1].Config),
+	}
+	provider, _ := staticProvider(members)
+	probes := testenv.LoopbackAddr(t)
+	var f *fxcluster.Fleet
+	app := testenv.App(t, own, lifecycle.Config{SyncTimeout: 20 * time.Second, HealthProbeBindAddress: probes},
+		zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
+		fxcluster.Module,
+		fxcluster.WithProvider(func() fxcluster.Provider { return provider }),
+		fleet.Module,
+		fx.Populate(&f),
+	)
+	app.RequireStart()
+	defer app.RequireStop()
+
+	ns := testenv.Namespace(t, ownKube, "fleet")
+	source := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings", Labels: map[string]string{fleet.SourceLabel: "true"}},
+		Data:       map[string]string{"level": "1"},
+	}
+	_, err := ownKube.CoreV1().ConfigMaps(ns).Create(ctx, source, metav1.CreateOptions{})
+	require.NoError(t, err)
+	requireCopy := func(name fxcluster.ClusterName, level string, within time.Duration) {
+		t.Helper()
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			cm, err := kubes[name].CoreV1().ConfigMaps(ns).Get(ctx, "settings", metav1.GetOptions{})
+			if assert.NoError(c, err) {
+				assert.Equal(c, map[string]string{"level": level}, cm.Data)
+			}
+		}, within, 100*time.Millisecond, "the copy in %s", name)
+	}
+	requireCopy("east", "1", time.Minute)
+	requireCopy("west", "1", time.Minute)
+	state := func(name fxcluster.ClusterName) fxcluster.ClusterInfo {
+		for _, info := range f.Clusters() {
+			if info.Name == name {
+				return info
+			}
+		}
+		return fxcluster.ClusterInfo{}
+	}
+
+	stopped := time.Now()
+	require.NoError(t, cps[0].StopAPIServer())
+	var failing fxcluster.ClusterInfo
+	require.Eventually(t, func() bool {
+		failing = state("east")
+		return failing.State == fxcluster.Failing
+	}, time.Minute, 50*time.Millisecond, "east is failing")
+	failingAfter := time.Since(stopped)
+	require.ErrorContains(t, failing.Err, `cluster "east"`, "it names the member's store")
+	require.ErrorContains(t, failing.Err, "connection refused")
+	assert.Equal(t, 1, failing.Attempts, "east has not left")
+
+	// West goes on; the app is ready; east's own check says why.
+	source.Data = map[string]string{"level": "2"}
+	_, err = ownKube.CoreV1().ConfigMaps(ns).Update(ctx, source, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	requireCopy("west", "2", time.Minute)
+	assert.Equal(t, fxcluster.Ready, state("west").State)
+	assert.Equal(t, 200, testenv.Status(probes, "/readyz"))
+	status, body := testenv.Get(probes, "/readyz/"+fxcluster.CheckName("east"))
+	assert.NotEqual(t, 200, status)
+	assert.Contains(t, body, "failing")
+
+	restarted := time.Now()
+	require.NoError(t, cps[0].StartAPIServer())
+	require.Eventually(t, func() bool { return state("east").State == fxcluster.Ready }, time.Minute, 50*time.Millisecond, "east is ready again")
+	readyAfter := time.Since(restarted)
+	assert.Equal(t, 1, state("east").Attempts, "east recovered without joining anew")
+	// Its reconcile of level 2 failed while the server was away, and is
+	// retried with controller-runtime's backoff.
+	requireCopy("east", "2", 2*time.Minute)
+	t.Logf("east failing %s after its API server stopped; ready %s after it was started again, and caught up %s after",
+		failingAfter.Round(time.Millisecond), readyAfter.Round(time.Millisecond), time.Since(restarted).Round(time.Millisecond))
+}
