@@ -2,15 +2,11 @@ package fxshard
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,7 +82,7 @@ func TestPartitionedReplicaStopsBeforeTakeover(t *testing.T) {
 
 	held := b.c.Owned()
 	cut := time.Now()
-	b.partition.cut.Store(true)
+	b.partition.Cut()
 	g.waitForShares(leaseDuration+renewDeadline+10*time.Second, map[*replica]int{a: 8, b: 0, c: 8})
 
 	for _, bucket := range held {
@@ -116,7 +112,7 @@ func TestPartitionedReplicaStopsBeforeTakeover(t *testing.T) {
 	g.rec.checkNoOverlap(t)
 
 	// Healed, it is a member again, and the shares even out once more.
-	b.partition.cut.Store(false)
+	b.partition.Heal()
 	g.waitForShares(30*time.Second, map[*replica]int{a: 6, b: 5, c: 5})
 	g.checkLeaseHolders()
 	g.stopAll()
@@ -278,7 +274,7 @@ type group struct {
 type replica struct {
 	c         *Coordinator
 	logs      *observer.ObservedLogs
-	partition *partition
+	partition *testenv.Partition
 	cancel    context.CancelFunc
 	done      chan error
 }
@@ -295,8 +291,8 @@ func (g *group) start(identity string) *replica {
 	t := g.t
 	cfg := testenv.Config(t)
 	cfg.QPS = -1 // 17 Leases every 250ms is above client-go's default limit
-	r := &replica{partition: &partition{}, done: make(chan error, 1)}
-	cfg.Wrap(r.partition.wrap)
+	r := &replica{partition: &testenv.Partition{}, done: make(chan error, 1)}
+	cfg.Wrap(r.partition.Wrap)
 	kube, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
 	observed, logs := observer.New(zap.InfoLevel)
@@ -502,41 +498,4 @@ func (r *recorder) acquiredAfter(bucket int, since time.Time) (time.Time, string
 		}
 	}
 	return time.Time{}, ""
-}
-
-// partition cuts a client off the API server when cut: new requests fail,
-// and so do reads of responses in flight, watches included.
-type partition struct {
-	cut atomic.Bool
-}
-
-var errPartitioned = errors.New("partitioned by the test")
-
-func (p *partition) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		if p.cut.Load() {
-			return nil, errPartitioned
-		}
-		resp, err := rt.RoundTrip(req)
-		if err == nil {
-			resp.Body = &cutBody{ReadCloser: resp.Body, p: p}
-		}
-		return resp, err
-	})
-}
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
-
-type cutBody struct {
-	io.ReadCloser
-	p *partition
-}
-
-func (b *cutBody) Read(p []byte) (int, error) {
-	if b.p.cut.Load() {
-		return 0, errPartitioned
-	}
-	return b.ReadCloser.Read(p)
 }
