@@ -70,12 +70,12 @@ func (b Buckets) Of(obj runtime.Object, key string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("shard key %s: %w", key, err)
 	}
-	return b.ofValue(value), nil
+	return b.OfValue(value), nil
 }
 
 // ofValue returns the bucket of a shard key's value, hashed as the API
 // server hashes it.
-func (b Buckets) ofValue(value string) int {
+func (b Buckets) OfValue(value string) int {
 	// HashField always writes 16 hex digits, which parse.
 	hash, _ := strconv.ParseUint(sharding.HashField(value), 16, 64)
 	return b.OfHash(hash)

@@ -97,7 +97,7 @@ func newShards(p params) *Shards {
 		// nothing before it runs, needs a valid name.
 		cfg.Namespace = "unknown"
 	}
-	kube, err := kubernetes.NewForConfigAndClient(leaseConfig(p.Connection.Config, cfg), p.Connection.HTTPClient)
+	kube, err := LeaseClient(p.Connection, cfg)
 	if err != nil {
 		return &Shards{registry: p.Registry, err: err}
 	}
@@ -107,6 +107,13 @@ func newShards(p params) *Shards {
 	}
 	s.namespaceErr = nsErr
 	return s
+}
+
+// LeaseClient returns a client of conn's cluster for the Leases of the
+// group of cfg, sharing conn's HTTP client, with a rate limit that lets
+// a replica renew them all every RetryPeriod.
+func LeaseClient(conn *connection.Connection, cfg Config) (kubernetes.Interface, error) {
+	return kubernetes.NewForConfigAndClient(leaseConfig(conn.Config, cfg), conn.HTTPClient)
 }
 
 // leaseConfig returns cfg with a rate limit that lets a replica renew all

@@ -133,7 +133,7 @@ func (s *Store[T]) gate(r reconcile.Reconciler) reconcile.Reconciler {
 func (s *Store[T]) bucketOfRequest(req reconcile.Request) (int, bool, error) {
 	buckets := s.shards.coordinator.Buckets()
 	if s.shardKey == fxstore.ShardByNamespace {
-		b := buckets.ofValue(req.Namespace)
+		b := buckets.OfValue(req.Namespace)
 		held, _ := s.buckets.Synced(b)
 		return b, held, nil
 	}
@@ -144,5 +144,5 @@ func (s *Store[T]) bucketOfRequest(req reconcile.Request) (int, bool, error) {
 	case err != nil:
 		return 0, false, err
 	}
-	return buckets.ofValue(string(obj.GetUID())), true, nil
+	return buckets.OfValue(string(obj.GetUID())), true, nil
 }
