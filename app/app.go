@@ -61,6 +61,8 @@ type flags struct {
 	// waitForClusters whether the start waits for them.
 	clusterFiles    kubeconfig.Files
 	waitForClusters bool
+	// shardClusters shares the member clusters out among replicas.
+	shardClusters bool
 	// clusterSecrets configures the provider of kubeconfig Secrets, which
 	// runs when its Namespace is set.
 	clusterSecrets kubeconfig.SecretOptions
@@ -150,6 +152,7 @@ func (a *app) registerFlags(cmd *cobra.Command) {
 	fs.StringVar(&lc.LeaderElection.Name, "leader-election-id", a.name, "name of the leader Lease")
 	fs.StringSliceVar(&a.flags.controllers, "controllers", []string{"*"}, `controllers and hosted operators to run, as kube-controller-manager's flag: "*" runs all, "name" runs that one, "-name" leaves it out, such as "*,-mirror"`)
 	fs.Var(&a.flags.clusterFiles, "cluster-kubeconfig", "a member cluster, as NAME=PATH[@CONTEXT]: the context (default: the current one) of a kubeconfig file; repeat it for more")
+	fs.BoolVar(&a.flags.shardClusters, "shard-clusters", false, "share the member clusters out among the app's replicas through Leases (see --shard-namespace): each runs the controllers of its members only, leader or not")
 	fs.BoolVar(&a.flags.waitForClusters, "wait-for-clusters", false, "make the start wait for the members of --cluster-kubeconfig to join, and fail if one cannot (default: no member holds back the start)")
 	fs.StringVar(&a.flags.clusterSecrets.Namespace, "cluster-secrets-namespace", "", "namespace of kubeconfig Secrets naming member clusters, labelled "+kubeconfig.DefaultSecretLabel+"=true as multicluster-runtime's provider reads them (default: none)")
 	fs.BoolVar(&a.flags.clusterSecrets.AllowCredentialPlugins, "cluster-secrets-allow-credential-plugins", false, "let a kubeconfig Secret name an exec credential plugin or an auth-provider, which the app then runs")
@@ -231,12 +234,21 @@ func (a *app) graph(cfg *rest.Config, log *zap.Logger) fx.Option {
 // clusterProviders are the providers of member clusters the flags name.
 func (a *app) clusterProviders() fx.Option {
 	opts := []fx.Option{kubeconfig.ProvideFiles(kubeconfig.FileOptions{Files: a.flags.clusterFiles})}
+	var fleet fxcluster.Options
 	if a.flags.waitForClusters {
-		names := make([]fxcluster.ClusterName, len(a.flags.clusterFiles))
-		for i, f := range a.flags.clusterFiles {
-			names[i] = f.Name
+		for _, f := range a.flags.clusterFiles {
+			fleet.WaitFor = append(fleet.WaitFor, f.Name)
 		}
-		opts = append(opts, fx.Supply(fxcluster.Options{WaitFor: names}))
+	}
+	if a.flags.shardClusters {
+		fleet.Share = &fxshard.Config{
+			Name:      a.name + "-clusters",
+			Namespace: a.flags.shards.Namespace,
+			Buckets:   a.flags.shards.Buckets,
+		}
+	}
+	if fleet.WaitFor != nil || fleet.Share != nil {
+		opts = append(opts, fx.Supply(fleet))
 	}
 	if a.flags.clusterSecrets.Namespace != "" {
 		opts = append(opts, kubeconfig.ProvideSecrets(a.flags.clusterSecrets))

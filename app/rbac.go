@@ -145,11 +145,11 @@ func (a *app) ownRBAC(d declared, saNamespace, saName string, mapper meta.RESTMa
 		}
 		inNamespace[ns].add(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "get", "create", "update")
 	}
-	if len(sharded) > 0 {
-		// The coordinator watches its group's Leases, takes and renews
-		// bucket Leases, and deletes its member Lease (and crashed
-		// members').
-		ns := cmp.Or(shards.Info().Namespace, saNamespace)
+	// The coordinators of sharded stores and of member clusters shared
+	// out watch their group's Leases, take and renew bucket Leases, and
+	// delete their member Lease (and crashed members').
+	if ns := shards.Info().Namespace; len(sharded) > 0 || a.flags.shardClusters {
+		ns = cmp.Or(ns, saNamespace)
 		if inNamespace[ns] == nil {
 			inNamespace[ns] = rbacScope{}
 		}

@@ -193,14 +193,17 @@ func (c *Controller) Start(ctx context.Context) error {
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: the
-// controller runs on the leader.
-func (c *Controller) NeedLeaderElection() bool { return true }
+// controller runs on the leader, or on every replica for the members it
+// holds when the fleet shares them out (Options.Share).
+func (c *Controller) NeedLeaderElection() bool { return c.fleet.leaderOnly() }
 
 // reconcile runs r for req, if req's member is ready. Work in flight when
 // the member leaves runs on until the stop timeout.
 func (c *Controller) reconcile(ctx context.Context, req Request) (reconcile.Result, error) {
 	m := c.fleet.member(req.ClusterName)
-	if m == nil {
+	// A member whose bucket this replica no longer holds is fenced at
+	// once: its leaving may not have begun yet.
+	if m == nil || !c.fleet.owns(req.ClusterName) {
 		return reconcile.Result{}, nil
 	}
 	done, ok := m.acquire()

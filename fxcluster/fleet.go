@@ -14,12 +14,14 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/fxkube/fxkube/apiserver"
 	"github.com/fxkube/fxkube/connection"
+	"github.com/fxkube/fxkube/fxshard"
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/internal/contract"
 )
@@ -46,10 +48,19 @@ type Fleet struct {
 	declared []declaration
 	asked    *fxstore.Registry
 
+	// coordinator shares the members out among replicas (see share.go);
+	// nil when they are not. coordinatorErr is why it could not be made.
+	coordinator    *fxshard.Coordinator
+	coordinatorErr error
+	coordinating   sync.WaitGroup
+
 	mu      sync.Mutex
 	running bool
 	stopped bool
 	runCtx  context.Context
+	// offers are the members the providers engaged; members are those
+	// that run on this replica: all offers, unless the fleet shares them.
+	offers  map[ClusterName]*offer
 	members map[ClusterName]*member
 	// changed is closed, and replaced, whenever a member's state changes.
 	changed      chan struct{}
@@ -86,6 +97,19 @@ type Options struct {
 	// NewSource returns the source of a member's stores. Defaults to
 	// apiserver.NewSource over the connection's client.
 	NewSource func(*connection.Connection) fxstore.Source
+
+	// Share, when set, shares the members out among the app's replicas,
+	// through the Lease-fenced buckets of fxshard's group Share names.
+	// A member joins only on the replica that holds its name's bucket,
+	// and its controllers run there, leader or not; a bucket given up
+	// makes its members leave before its Lease goes. WaitFor cannot be
+	// used with it. Defaults to none: every replica engages every
+	// member, and their controllers run on the leader.
+	Share *fxshard.Config
+
+	// Leases is a client of the app's own cluster, for Share's Leases.
+	// Module defaults it to the app's connection.
+	Leases kubernetes.Interface
 }
 
 func (o Options) withDefaults() Options {
@@ -135,15 +159,21 @@ func NewFleet(scheme *k8sruntime.Scheme, log *zap.Logger, opts Options) *Fleet {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Fleet{
+	f := &Fleet{
 		scheme:  scheme,
 		log:     log,
 		opts:    opts.withDefaults(),
 		asked:   fxstore.NewRegistry(scheme, fxstore.WithCluster("*")),
+		offers:  make(map[ClusterName]*offer),
 		members: make(map[ClusterName]*member),
 		changed: make(chan struct{}),
 		elected: make(chan struct{}),
 	}
+	f.coordinator, f.coordinatorErr = f.newCoordinator()
+	if f.coordinatorErr == nil && f.coordinator != nil && len(f.opts.WaitFor) > 0 {
+		f.coordinatorErr = errors.New("the start cannot wait for named members (--wait-for-clusters) while they are shared out among replicas (--shard-clusters): each joins on one replica only; drop one of the two")
+	}
+	return f
 }
 
 // declare adds d to what every member is given. Members that joined
@@ -176,24 +206,50 @@ func (f *Fleet) Engage(ctx context.Context, name ClusterName, cfg *rest.Config) 
 	if !f.running || f.stopped {
 		return fmt.Errorf("cluster %q: the fleet is not running; engage clusters from a Provider", name)
 	}
-	m := newMember(f, name, conn)
-	prev := f.members[name]
-	f.members[name] = m
-	stopEngaged := context.AfterFunc(ctx, m.leave)
+	o := &offer{name: name, conn: conn, bucket: f.bucketOf(name)}
+	f.offers[name] = o
+	context.AfterFunc(ctx, func() { f.withdraw(o) })
+	if f.owns(name) {
+		f.startLocked(o)
+		return nil
+	}
+	// A member of the name engaged before is of the same bucket: it is
+	// leaving, as its bucket went.
+	f.log.Info("cluster is another replica's: it joins on the replica holding its bucket",
+		zap.String("cluster", string(name)), zap.Int("bucket", o.bucket))
+	return nil
+}
+
+// startLocked makes o's member join, once the member of the name that
+// ran before, if any, has left. f.mu is held.
+func (f *Fleet) startLocked(o *offer) {
+	m := newMember(f, o)
+	prev := f.members[o.name]
+	f.members[o.name] = m
 	f.wg.Go(func() {
-		defer stopEngaged()
 		if prev != nil {
 			prev.leave()
 			<-prev.done
 		}
 		m.run()
 		f.mu.Lock()
-		if f.members[name] == m {
-			delete(f.members, name)
+		if f.members[o.name] == m {
+			delete(f.members, o.name)
 		}
 		f.mu.Unlock()
 	})
-	return nil
+}
+
+// withdraw forgets o, whose engagement ended: its member leaves.
+func (f *Fleet) withdraw(o *offer) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.offers[o.name] == o {
+		delete(f.offers, o.name)
+	}
+	if m := f.members[o.name]; m != nil && m.offer == o {
+		m.leave()
+	}
 }
 
 // checkName returns why name cannot name a member cluster.
@@ -213,6 +269,9 @@ func checkName(name ClusterName) error {
 // to: the app's start waits for them. It implements the warm-up of
 // controller-runtime's runnables, which the app's lifecycle calls.
 func (f *Fleet) Warmup(ctx context.Context) error {
+	if f.coordinatorErr != nil {
+		return f.coordinatorErr
+	}
 	f.startProviders(ctx)
 	return f.waitFor(ctx, f.opts.WaitFor)
 }
@@ -224,11 +283,18 @@ func (f *Fleet) Warmup(ctx context.Context) error {
 // stores have synced, on every replica, so that a standby's members are
 // warm.
 func (f *Fleet) Start(ctx context.Context) error {
+	if f.coordinatorErr != nil {
+		return f.coordinatorErr
+	}
 	f.startProviders(ctx)
 	<-ctx.Done()
 
 	f.mu.Lock()
 	f.stopped = true
+	f.mu.Unlock()
+	// A coordinator gives its buckets back once their members have left.
+	f.coordinating.Wait()
+	f.mu.Lock()
 	members := slices.Collect(maps.Values(f.members))
 	f.mu.Unlock()
 	for _, m := range members {
@@ -249,6 +315,7 @@ func (f *Fleet) startProviders(ctx context.Context) {
 		return
 	}
 	f.running, f.runCtx = true, ctx
+	f.runCoordinator(ctx)
 	for _, p := range f.opts.Providers {
 		f.providers.Go(func() {
 			err := p.Start(ctx, f)
@@ -312,8 +379,14 @@ func (f *Fleet) changedState() {
 func (f *Fleet) String() string { return "the fleet of member clusters" }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: members
-// sync on every replica; their controllers run on the leader.
+// sync on every replica; their controllers run on the leader, unless the
+// members are shared out among replicas.
 func (f *Fleet) NeedLeaderElection() bool { return false }
+
+// leaderOnly reports whether the members' controllers run on the leader
+// alone: unless the members are shared out among replicas, where each
+// runs those of its own members.
+func (f *Fleet) leaderOnly() bool { return f.coordinator == nil }
 
 // GetCluster returns the member name once it has joined (its stores have
 // synced) and until it has left (its work in flight is done). It returns

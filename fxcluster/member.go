@@ -126,6 +126,7 @@ var _ cluster.Cluster = (*Cluster)(nil)
 // member is one engagement of a cluster: from Engage until it has left.
 type member struct {
 	fleet *Fleet
+	offer *offer
 	name  ClusterName
 	conn  *connection.Connection
 	log   *zap.Logger
@@ -147,12 +148,12 @@ type member struct {
 	inflight sync.WaitGroup
 }
 
-func newMember(f *Fleet, name ClusterName, conn *connection.Connection) *member {
+func newMember(f *Fleet, o *offer) *member {
 	ctx, leave := context.WithCancel(f.runCtx)
 	hardStop, endHard := context.WithCancelCause(context.WithoutCancel(f.runCtx))
 	return &member{
-		fleet: f, name: name, conn: conn,
-		log: f.log.With(zap.String("cluster", string(name))),
+		fleet: f, offer: o, name: o.name, conn: o.conn,
+		log: f.log.With(zap.String("cluster", string(o.name))),
 		ctx: ctx, leave: leave, done: make(chan struct{}),
 		hardStop: hardStop, endHard: endHard,
 		st: Joining, since: time.Now(),

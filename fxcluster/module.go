@@ -1,12 +1,18 @@
 package fxcluster
 
 import (
+	"errors"
+	"fmt"
+
 	"go.uber.org/fx"
 	"go.uber.org/zap"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/fxkube/fxkube/connection"
+	"github.com/fxkube/fxkube/fxshard"
 	"github.com/fxkube/fxkube/internal/contract"
+	"github.com/fxkube/fxkube/internal/podnamespace"
 	"github.com/fxkube/fxkube/lifecycle"
 )
 
@@ -49,9 +55,11 @@ type fleetParams struct {
 	// to Config's, and the providers are the group's too.
 	Options   Options    `optional:"true"`
 	Providers []Provider `group:"fxkube.cluster-providers"`
+	// Connection is the app's, for the Leases of Options.Share.
+	Connection *connection.Connection `optional:"true"`
 }
 
-func newFleet(p fleetParams) *Fleet {
+func newFleet(p fleetParams) (*Fleet, error) {
 	log := p.Logger
 	if log != nil {
 		log = log.Named("fxcluster")
@@ -64,7 +72,28 @@ func newFleet(p fleetParams) *Fleet {
 		o.StopTimeout = p.Config.StopTimeout
 	}
 	o.Providers = append(o.Providers, p.Providers...)
-	return NewFleet(p.Scheme, log, o)
+	// No namespace for the Leases fails the start, not describe or rbac.
+	var nsErr error
+	if o.Share != nil && o.Leases == nil {
+		share := *o.Share
+		share.Namespace, nsErr = podnamespace.Default(share.Namespace, podnamespace.Path, "sharing member clusters out", "shard-namespace")
+		if nsErr != nil {
+			share.Namespace = "unknown"
+		}
+		if p.Connection == nil {
+			return nil, errors.New("fxcluster: Options.Share needs the app's connection, or Options.Leases")
+		}
+		leases, err := fxshard.LeaseClient(p.Connection, share)
+		if err != nil {
+			return nil, fmt.Errorf("share member clusters out: %w", err)
+		}
+		o.Share, o.Leases = &share, leases
+	}
+	f := NewFleet(p.Scheme, log, o)
+	if nsErr != nil && f.coordinatorErr == nil {
+		f.coordinatorErr = nsErr
+	}
+	return f, nil
 }
 
 type runnablesParams struct {
@@ -81,7 +110,8 @@ type runnablesResult struct {
 }
 
 // runnables are what the lifecycle runs: the fleet, on every replica,
-// and its controllers, on the leader.
+// and its controllers, on the leader or, when the fleet shares its
+// members out, on every replica.
 func runnables(p runnablesParams) runnablesResult {
 	// Without providers no member ever joins: the fleet and its
 	// controllers would only wait, so nothing runs.

@@ -181,6 +181,8 @@ func (e elected) Start(ctx context.Context) error {
 	return nil
 }
 
-func (elected) NeedLeaderElection() bool { return true }
+// NeedLeaderElection implements manager.LeaderElectionRunnable: on the
+// leader, unless every replica runs its own members' work.
+func (e elected) NeedLeaderElection() bool { return e.f.leaderOnly() }
 
 func (elected) String() string { return "fxcluster's leadership signal" }
