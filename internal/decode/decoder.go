@@ -477,7 +477,7 @@ func (d *Decoder) pend(part int, key []byte, at unsafe.Pointer, typ reflect.Type
 // than half of what the table holds is cleared first: it then holds
 // mostly what churn left.
 func (d *Decoder) index1() {
-	if d.indexBytes > 1<<16 && 2*d.indexBytes > d.table.Bytes(0) {
+	if d.indexBytes > 1<<16 && 2*d.indexBytes > d.table.PartsBytes() {
 		d.clearIndex()
 	}
 	for _, pe := range d.pending {

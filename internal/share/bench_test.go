@@ -58,7 +58,7 @@ func BenchmarkPods(b *testing.B) {
 				took += time.Since(start)
 				// The objects taken: the table forgets them once its
 				// owner holds them (Held), and there is no owner here.
-				table.taken = nil
+				table.pool.taken = nil
 				shared := heap() - base
 				runtime.KeepAlive(pods)
 				runtime.KeepAlive(table)
@@ -147,7 +147,7 @@ func BenchmarkTake(b *testing.B) {
 				if i%len(pods) == 0 && i > 0 {
 					b.StopTimer()
 					pods = decode(bc.raw)
-					table.taken = map[any]int{}
+					table.pool.taken = map[any]takenBy{}
 					b.StartTimer()
 				}
 				table.Take(pods[i%len(pods)])

@@ -73,14 +73,14 @@ var shapes = struct {
 }{byType: map[reflect.Type]*shape{}}
 
 // shapeOf returns typ's shape, learning it the first time.
-func (t *Table) shapeOf(typ reflect.Type) *shape {
-	if info, ok := t.types[typ]; ok {
+func (pl *Pool) shapeOf(typ reflect.Type) *shape {
+	if info, ok := pl.types[typ]; ok {
 		return info.shape
 	}
 	shapes.Lock()
 	s := learn(typ)
 	shapes.Unlock()
-	t.types[typ] = typeInfo{s}
+	pl.types[typ] = typeInfo{s}
 	return s
 }
 
@@ -190,7 +190,7 @@ func at(p unsafe.Pointer, s *shape, i int) unsafe.Pointer {
 }
 
 // hashMemory hashes the n bytes at p, whatever their alignment.
-func (t *Table) hashMemory(p unsafe.Pointer, n uintptr) uint64 {
+func (pl *Pool) hashMemory(p unsafe.Pointer, n uintptr) uint64 {
 	b := unsafe.Slice((*byte)(p), n)
 	switch n {
 	case 1:
@@ -202,5 +202,5 @@ func (t *Table) hashMemory(p unsafe.Pointer, n uintptr) uint64 {
 	case 8:
 		return mix(8, binary.LittleEndian.Uint64(b))
 	}
-	return maphash.Bytes(t.seed, b)
+	return maphash.Bytes(pl.seed, b)
 }

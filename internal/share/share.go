@@ -67,11 +67,15 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// Table holds the canonical parts of the objects it takes.
-type Table struct {
-	mu     sync.Mutex
-	holder Holder
-	seed   maphash.Seed
+// A Pool holds the canonical parts of the objects its tables take. A
+// pool of one table serves one store. Stores of one kind in several
+// clusters may share a pool: the same Deployment in ten clusters then
+// keeps one copy of what its Pods repeat.
+type Pool struct {
+	mu   sync.Mutex
+	seed maphash.Seed
+	// tables are the pool's, each one store's.
+	tables map[*Table]struct{}
 
 	strs  map[string]string
 	boxes map[string]any // strings boxed in interfaces, as unstructured holds them
@@ -86,23 +90,36 @@ type Table struct {
 	bytes int64
 	// rootSize is the size of the structs taken.
 	rootSize int64
-	// objects counts the objects the owner holds, as the table heard:
+	// objects counts the objects the owners hold, as the pool heard:
 	// exact at each rebuild, and kept since.
 	objects int
 	// garbage estimates the bytes no object needs any more (see Release).
 	garbage int64
 	// generation counts rebuilds.
 	generation int
-	// taken are the objects taken that the owner does not hold yet, with
-	// the generation that took them. Taken again (client-go transforms an
-	// object twice in a streamed list), they are left as they are: their
-	// parts may be shared by then.
-	taken map[any]int
-	// types caches what the table knows of each type it met.
+	// taken are the objects taken that their owner does not hold yet,
+	// with the generation that took them. Taken again (client-go
+	// transforms an object twice in a streamed list), they are left as
+	// they are: their parts may be shared by then.
+	taken map[any]takenBy
+	// types caches what the pool knows of each type it met.
 	types map[reflect.Type]typeInfo
 	// reused holds, during TakeReusing, the hashes of the parts its
 	// caller says are canonical already, by address and type.
 	reused map[Reused]uint64
+}
+
+// takenBy is when an object not held yet was taken, and by which table.
+type takenBy struct {
+	generation int
+	table      *Table
+}
+
+// A Table is one store's part in a pool: it takes the store's objects,
+// comparing each with the one its store holds under the same key.
+type Table struct {
+	pool   *Pool
+	holder Holder
 }
 
 // Reused names a value inside an object that is canonical already, as a
@@ -121,7 +138,7 @@ type part struct {
 	n int
 }
 
-// typeInfo is what a table knows of a type: its shape.
+// typeInfo is what a pool knows of a type: its shape.
 type typeInfo struct{ shape *shape }
 
 // Holder is what a table's owner holds. client-go's cache.Store is one.
@@ -133,29 +150,61 @@ type Holder interface {
 }
 
 // maxInFlight is how many rebuilds an object may be taken and not yet
-// listed by live before the table forgets it: its owner dropped it.
+// listed by live before the pool forgets it: its owner dropped it.
 const maxInFlight = 16
 
-// New returns a table for the objects holder holds. The table compares
-// each object with the one held under its key, and rebuilds itself from
-// those held.
-func New(holder Holder) *Table {
-	t := &Table{holder: holder, seed: maphash.MakeSeed(), taken: map[any]int{}, types: map[reflect.Type]typeInfo{}}
-	t.reset()
+// New returns a table of a pool of its own, for the objects holder
+// holds.
+func New(holder Holder) *Table { return NewPool().Table(holder) }
+
+// NewPool returns a pool of no table.
+func NewPool() *Pool {
+	pl := &Pool{seed: maphash.MakeSeed(), tables: map[*Table]struct{}{}, taken: map[any]takenBy{}, types: map[reflect.Type]typeInfo{}}
+	pl.reset()
+	return pl
+}
+
+// Table returns a table of the pool for the objects holder holds. The
+// table compares each object with the one held under its key, and the
+// pool rebuilds itself from what its tables' holders hold. Close the
+// table once its holder is gone.
+func (pl *Pool) Table(holder Holder) *Table {
+	t := &Table{pool: pl, holder: holder}
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	pl.tables[t] = struct{}{}
 	return t
 }
 
-func (t *Table) reset() {
-	t.strs = map[string]string{}
-	t.boxes = map[string]any{}
-	t.parts = map[uint64]part{}
-	t.more = map[uint64][]part{}
-	t.size, t.bytes, t.garbage = 0, 0, 0
+func (pl *Pool) reset() {
+	pl.strs = map[string]string{}
+	pl.boxes = map[string]any{}
+	pl.parts = map[uint64]part{}
+	pl.more = map[uint64][]part{}
+	pl.size, pl.bytes, pl.garbage = 0, 0, 0
+}
+
+// Close tells the pool that t's holder is gone: its objects' parts go,
+// unless others hold them. The pool rebuilds at once.
+func (t *Table) Close() {
+	pl := t.pool
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if _, ok := pl.tables[t]; !ok {
+		return
+	}
+	delete(pl.tables, t)
+	for obj, by := range pl.taken {
+		if by.table == t {
+			delete(pl.taken, obj)
+		}
+	}
+	pl.rebuild()
 }
 
 // Take replaces the parts of obj, a pointer to an object that nothing
-// else holds yet, with the table's canonical copies, and adds those the
-// table lacks. An object already taken is left as it is.
+// else holds yet, with the pool's canonical copies, and adds those the
+// pool lacks. An object already taken is left as it is.
 func (t *Table) Take(obj any) { t.TakeReusing(obj, nil) }
 
 // TakeReusing takes obj, as Take does, knowing that the values reused
@@ -166,97 +215,106 @@ func (t *Table) TakeReusing(obj any, reused map[Reused]uint64) {
 	if v.Kind() != reflect.Pointer || v.IsNil() {
 		return
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if _, ok := t.taken[obj]; ok {
+	pl := t.pool
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if _, ok := pl.taken[obj]; ok {
 		return
 	}
 	if len(reused) > 0 {
-		t.reused = reused
-		defer func() { t.reused = nil }()
+		pl.reused = reused
+		defer func() { pl.reused = nil }()
 	}
 	if held := t.held(obj, v.Type()); held.IsValid() {
-		before := t.bytes
-		t.walkAgainst(v.Elem(), held.Elem())
-		t.garbage += t.bytes - before
+		before := pl.bytes
+		pl.walkAgainst(v.Elem(), held.Elem())
+		pl.garbage += pl.bytes - before
 	} else {
-		t.walk(v.Elem(), true)
-		t.objects++
+		pl.walk(v.Elem(), true)
+		pl.objects++
 	}
-	t.taken[obj] = t.generation
-	t.rootSize = int64(v.Elem().Type().Size())
-	t.releaseIfDue()
+	pl.taken[obj] = takenBy{pl.generation, t}
+	pl.rootSize = int64(v.Elem().Type().Size())
+	pl.releaseIfDue()
 }
 
 // Held tells the table that its owner now holds obj, which it took.
 func (t *Table) Held(obj any) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.taken, obj)
+	pl := t.pool
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	delete(pl.taken, obj)
 }
 
 // Dropped tells the table that its owner dropped obj: it was deleted.
 func (t *Table) Dropped(obj any) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.taken, obj)
-	if t.objects > 0 {
-		t.garbage += t.bytes / int64(t.objects)
-		t.objects--
+	pl := t.pool
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	delete(pl.taken, obj)
+	if pl.objects > 0 {
+		pl.garbage += pl.bytes / int64(pl.objects)
+		pl.objects--
 	}
-	t.releaseIfDue()
+	pl.releaseIfDue()
 }
 
-// releaseIfDue rebuilds the table once half of what it holds may be
-// garbage, or once its owner may hold nothing.
-func (t *Table) releaseIfDue() {
-	if t.size > 0 && (t.objects == 0 || 2*t.garbage >= t.bytes) {
-		t.rebuild()
+// releaseIfDue rebuilds the pool once half of what it holds may be
+// garbage, or once its owners may hold nothing.
+func (pl *Pool) releaseIfDue() {
+	if pl.size > 0 && (pl.objects == 0 || 2*pl.garbage >= pl.bytes) {
+		pl.rebuild()
 	}
 }
 
 // PartHash returns the hash of the canonical value of type typ at p, as
-// the table hashes it inside an object: what TakeReusing is told.
+// the pool hashes it inside an object: what TakeReusing is told.
 func (t *Table) PartHash(typ reflect.Type, p unsafe.Pointer) uint64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.walkAt(t.shapeOf(typ), p, reading)
+	pl := t.pool
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return pl.walkAt(pl.shapeOf(typ), p, reading)
 }
 
-// Generation counts the table's rebuilds. Parts canonical before one may
+// Generation counts the pool's rebuilds. Parts canonical before one may
 // be held by no object since.
 func (t *Table) Generation() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.generation
+	pl := t.pool
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return pl.generation
 }
 
-// Len returns how many canonical parts the table holds.
+// Len returns how many canonical parts the pool holds.
 func (t *Table) Len() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.size
+	pl := t.pool
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return pl.size
 }
 
-// rebuild keeps only the parts of the objects live lists and of those
-// taken and not listed yet. It only reads them: they are shared.
-func (t *Table) rebuild() {
-	t.reset()
-	t.generation++
-	live := t.holder.List()
-	t.objects = len(live)
-	listed := make(map[any]struct{}, len(live))
-	for _, obj := range live {
-		listed[obj] = struct{}{}
-		t.register(obj)
+// rebuild keeps only the parts of the objects the holders list and of
+// those taken and not listed yet. It only reads them: they are shared.
+func (pl *Pool) rebuild() {
+	pl.reset()
+	pl.generation++
+	pl.objects = 0
+	listed := map[any]struct{}{}
+	for t := range pl.tables {
+		live := t.holder.List()
+		pl.objects += len(live)
+		for _, obj := range live {
+			listed[obj] = struct{}{}
+			pl.register(obj)
+		}
 	}
-	for obj, gen := range t.taken {
+	for obj, by := range pl.taken {
 		_, ok := listed[obj]
-		if ok || t.generation-gen > maxInFlight {
-			delete(t.taken, obj)
+		if ok || pl.generation-by.generation > maxInFlight {
+			delete(pl.taken, obj)
 			continue
 		}
-		t.register(obj)
+		pl.register(obj)
 	}
 }
 
@@ -273,10 +331,10 @@ func (t *Table) held(obj any, typ reflect.Type) reflect.Value {
 	return reflect.Value{}
 }
 
-func (t *Table) register(obj any) {
+func (pl *Pool) register(obj any) {
 	if v := reflect.ValueOf(obj); v.Kind() == reflect.Pointer && !v.IsNil() {
-		t.rootSize = int64(v.Elem().Type().Size())
-		t.walk(v.Elem(), false)
+		pl.rootSize = int64(v.Elem().Type().Size())
+		pl.walk(v.Elem(), false)
 	}
 }
 
@@ -284,12 +342,12 @@ func (t *Table) register(obj any) {
 // With own, v and all it reaches belong to the caller and are changed in
 // place; without, v is only read, and its parts become canonical where
 // the table has none equal. v is addressable.
-func (t *Table) walk(v reflect.Value, own bool) uint64 {
+func (pl *Pool) walk(v reflect.Value, own bool) uint64 {
 	m := reading
 	if own {
 		m = owning
 	}
-	return t.walkAt(t.shapeOf(v.Type()), v.Addr().UnsafePointer(), m)
+	return pl.walkAt(pl.shapeOf(v.Type()), v.Addr().UnsafePointer(), m)
 }
 
 // A mode is how walkAt treats what it walks.
@@ -305,12 +363,12 @@ const (
 
 // walkAt walks the value of shape s at p, as walk does, and returns the
 // hash of its content.
-func (t *Table) walkAt(s *shape, p unsafe.Pointer, m mode) uint64 {
+func (pl *Pool) walkAt(s *shape, p unsafe.Pointer, m mode) uint64 {
 	if s.plain {
-		return t.hashMemory(p, s.size)
+		return pl.hashMemory(p, s.size)
 	}
-	if t.reused != nil && s.kind != reflect.String {
-		if h, ok := t.reused[Reused{p, s.typ}]; ok {
+	if pl.reused != nil && s.kind != reflect.String {
+		if h, ok := pl.reused[Reused{p, s.typ}]; ok {
 			return h
 		}
 	}
@@ -319,47 +377,47 @@ func (t *Table) walkAt(s *shape, p unsafe.Pointer, m mode) uint64 {
 		sp := (*string)(p)
 		c := ""
 		if !s.unique {
-			c = t.str(*sp)
+			c = pl.str(*sp)
 		} else if *sp != "" {
 			// Its object alone holds it: counted as the table's, so that
 			// Bytes counts it once.
-			t.bytes += int64(len(*sp))
-			return maphash.String(t.seed, *sp)
+			pl.bytes += int64(len(*sp))
+			return maphash.String(pl.seed, *sp)
 		}
 		if m == owning && !sameString(c, *sp) {
 			*sp = c
 		}
-		return maphash.String(t.seed, c)
+		return maphash.String(pl.seed, c)
 	case reflect.Struct:
 		if s.opaque {
-			return t.opaqueHash(s, p, m == owning)
+			return pl.opaqueHash(s, p, m == owning)
 		}
 		h := uint64(len(s.fields))
 		for _, f := range s.fields {
 			if f.shape == nil {
-				h = mix(h, t.hashMemory(unsafe.Add(p, f.off), f.size))
+				h = mix(h, pl.hashMemory(unsafe.Add(p, f.off), f.size))
 			} else {
-				h = mix(h, t.walkAt(f.shape, unsafe.Add(p, f.off), m))
+				h = mix(h, pl.walkAt(f.shape, unsafe.Add(p, f.off), m))
 			}
 		}
 		return h
 	case reflect.Array:
 		h := uint64(s.n)
 		for i := range s.n {
-			h = mix(h, t.walkAt(s.elem, at(p, s.elem, i), m))
+			h = mix(h, pl.walkAt(s.elem, at(p, s.elem, i), m))
 		}
 		return h
 	case reflect.Pointer, reflect.Slice, reflect.Map:
 		if *(*unsafe.Pointer)(p) == nil {
 			return 0
 		}
-		h := t.walkPart(s, p, m)
-		if !t.share(s, p, h, m) {
-			t.keep(s, p, h, m)
+		h := pl.walkPart(s, p, m)
+		if !pl.share(s, p, h, m) {
+			pl.keep(s, p, h, m)
 		}
 		return h
 	case reflect.Interface:
-		return t.walkInterface(s, p, m)
+		return pl.walkInterface(s, p, m)
 	}
 	// Channels, functions and unsafe pointers do not occur in API
 	// objects; structures holding them are never equal.
@@ -368,54 +426,54 @@ func (t *Table) walkAt(s *shape, p unsafe.Pointer, m mode) uint64 {
 
 // walkPart walks what the pointer, slice or map of shape s at p reaches,
 // and returns the hash of its content.
-func (t *Table) walkPart(s *shape, p unsafe.Pointer, m mode) uint64 {
+func (pl *Pool) walkPart(s *shape, p unsafe.Pointer, m mode) uint64 {
 	switch s.kind {
 	case reflect.Pointer:
-		return mix(6, t.walkAt(s.elem, *(*unsafe.Pointer)(p), m))
+		return mix(6, pl.walkAt(s.elem, *(*unsafe.Pointer)(p), m))
 	case reflect.Slice:
 		sh := (*sliceHeader)(p)
 		if s.elem.plain {
-			return mix(7, maphash.Bytes(t.seed, unsafe.Slice((*byte)(sh.data), uintptr(sh.len)*s.elem.size)))
+			return mix(7, maphash.Bytes(pl.seed, unsafe.Slice((*byte)(sh.data), uintptr(sh.len)*s.elem.size)))
 		}
 		h := uint64(sh.len)
 		for i := range sh.len {
-			h = mix(h, t.walkAt(s.elem, at(sh.data, s.elem, i), m))
+			h = mix(h, pl.walkAt(s.elem, at(sh.data, s.elem, i), m))
 		}
 		return mix(7, h)
 	}
 	switch s.maps {
 	case stringMap:
-		return walkKeyed(t, *(*map[string]string)(p), m, stringValue)
+		return walkKeyed(pl, *(*map[string]string)(p), m, stringValue)
 	case quantityMap:
-		return walkKeyed(t, *(*map[string]resource.Quantity)(p), m, quantityValue)
+		return walkKeyed(pl, *(*map[string]resource.Quantity)(p), m, quantityValue)
 	}
-	return t.walkEntries(s, p, m)
+	return pl.walkEntries(s, p, m)
 }
 
 // walkInterface walks the interface of shape s at p.
-func (t *Table) walkInterface(s *shape, p unsafe.Pointer, m mode) uint64 {
+func (pl *Pool) walkInterface(s *shape, p unsafe.Pointer, m mode) uint64 {
 	w := (*[2]unsafe.Pointer)(p)
 	if w[0] == nil {
 		return 0
 	}
-	es, ep := t.dynamic(s, p)
+	es, ep := pl.dynamic(s, p)
 	switch {
 	case es.kind == reflect.String && s.typ == anyType:
 		str := *(*string)(ep)
-		if box := t.box(str); m == owning && !sameString(box.(string), str) {
+		if box := pl.box(str); m == owning && !sameString(box.(string), str) {
 			*(*any)(p) = box
 		}
-		return maphash.String(t.seed, str)
+		return maphash.String(pl.seed, str)
 	case ep != nil && (m != owning || es.plain || es.kind == reflect.Pointer || es.kind == reflect.Map):
 		// Read in place, or changed in the interface itself.
-		return mix(8, t.walkAt(es, ep, m))
+		return mix(8, pl.walkAt(es, ep, m))
 	}
 	// Boxed elsewhere: walked in a copy, boxed anew if it changed.
 	v := reflect.NewAt(s.typ, p).Elem()
 	e := v.Elem()
 	c := reflect.New(es.typ).Elem()
 	c.Set(e)
-	h := mix(8, t.walkAt(es, c.Addr().UnsafePointer(), m))
+	h := mix(8, pl.walkAt(es, c.Addr().UnsafePointer(), m))
 	if m == owning && !sameRef(c, e) {
 		v.Set(c)
 	}
@@ -426,9 +484,9 @@ func (t *Table) walkInterface(s *shape, p unsafe.Pointer, m mode) uint64 {
 // shape s at p, and the value's address where it can be read in place:
 // pointers and maps in the interface itself, plain values, strings and
 // slices in a box. Other values may be either; their address is nil.
-func (t *Table) dynamic(s *shape, p unsafe.Pointer) (*shape, unsafe.Pointer) {
+func (pl *Pool) dynamic(s *shape, p unsafe.Pointer) (*shape, unsafe.Pointer) {
 	w := (*[2]unsafe.Pointer)(p)
-	e := t.shapeOf(reflect.NewAt(s.typ, p).Elem().Elem().Type())
+	e := pl.shapeOf(reflect.NewAt(s.typ, p).Elem().Elem().Type())
 	switch {
 	case e.kind == reflect.Pointer || e.kind == reflect.Map:
 		return e, unsafe.Pointer(&w[1])
@@ -442,25 +500,25 @@ func (t *Table) dynamic(s *shape, p unsafe.Pointer) (*shape, unsafe.Pointer) {
 // returns it as walked, whether that changed it, and its hash. Owned, a
 // map is changed in place: assigned to an existing key, an entry takes
 // the key given, equal to the one it replaces.
-func walkKeyed[V comparable](t *Table, mp map[string]V, m mode, value func(t *Table, v V, m mode) (V, bool, uint64)) uint64 {
+func walkKeyed[V comparable](pl *Pool, mp map[string]V, m mode, value func(pl *Pool, v V, m mode) (V, bool, uint64)) uint64 {
 	h := mix(10, uint64(len(mp)))
 	for k, v := range mp {
-		c, changed, vh := value(t, v, m)
+		c, changed, vh := value(pl, v, m)
 		// Entries are combined in an order-free way.
-		h += mix(maphash.String(t.seed, k), vh)
-		if ck := t.str(k); m == owning && (changed || !sameString(ck, k)) {
+		h += mix(maphash.String(pl.seed, k), vh)
+		if ck := pl.str(k); m == owning && (changed || !sameString(ck, k)) {
 			mp[ck] = c
 		}
 	}
 	return h
 }
 
-func stringValue(t *Table, v string, _ mode) (string, bool, uint64) {
-	c := t.str(v)
-	return c, !sameString(c, v), maphash.String(t.seed, v)
+func stringValue(pl *Pool, v string, _ mode) (string, bool, uint64) {
+	c := pl.str(v)
+	return c, !sameString(c, v), maphash.String(pl.seed, v)
 }
 
-func quantityValue(_ *Table, q resource.Quantity, m mode) (resource.Quantity, bool, uint64) {
+func quantityValue(_ *Pool, q resource.Quantity, m mode) (resource.Quantity, bool, uint64) {
 	c := q
 	h := hashQuantity(&c, m == owning)
 	return c, c != q, h
@@ -475,7 +533,7 @@ func cachedQuantity(q resource.Quantity) resource.Quantity {
 
 // walkEntries walks a map's keys and values through reflection. Owned,
 // a map is changed in place, or rebuilt where walking could change keys.
-func (t *Table) walkEntries(s *shape, p unsafe.Pointer, m mode) uint64 {
+func (pl *Pool) walkEntries(s *shape, p unsafe.Pointer, m mode) uint64 {
 	mv := reflect.NewAt(s.typ, p).Elem()
 	k, e := reflect.New(s.key.typ).Elem(), reflect.New(s.elem.typ).Elem()
 	kp, ep := k.Addr().UnsafePointer(), e.Addr().UnsafePointer()
@@ -488,7 +546,7 @@ func (t *Table) walkEntries(s *shape, p unsafe.Pointer, m mode) uint64 {
 		k.SetIterKey(it)
 		e.SetIterValue(it)
 		// Entries are combined in an order-free way.
-		h += mix(t.walkAt(s.key, kp, m), t.walkAt(s.elem, ep, m))
+		h += mix(pl.walkAt(s.key, kp, m), pl.walkAt(s.elem, ep, m))
 		if m == owning {
 			into.SetMapIndex(k, e)
 		}
@@ -502,18 +560,18 @@ func (t *Table) walkEntries(s *shape, p unsafe.Pointer, m mode) uint64 {
 // share makes the part at p, a pointer, slice or map of shape s, whose
 // parts are canonical, the table's copy equal to it, and reports whether
 // the table has one.
-func (t *Table) share(s *shape, p unsafe.Pointer, h uint64, m mode) bool {
+func (pl *Pool) share(s *shape, p unsafe.Pointer, h uint64, m mode) bool {
 	k := partKey(s, h)
-	c, ok := t.parts[k]
+	c, ok := pl.parts[k]
 	if !ok {
 		return false
 	}
-	if c.s != s || !t.equalPart(c, p) {
-		i := slices.IndexFunc(t.more[k], func(c part) bool { return c.s == s && t.equalPart(c, p) })
+	if c.s != s || !pl.equalPart(c, p) {
+		i := slices.IndexFunc(pl.more[k], func(c part) bool { return c.s == s && pl.equalPart(c, p) })
 		if i < 0 {
 			return false
 		}
-		c = t.more[k][i]
+		c = pl.more[k][i]
 	}
 	if m != owning {
 		return true
@@ -531,7 +589,7 @@ func partKey(s *shape, h uint64) uint64 { return mix(h, uint64(uintptr(unsafe.Po
 
 // keep holds the part at p, a pointer, slice or map of shape s, as the
 // canonical copy of its content. What it holds does not refer to p.
-func (t *Table) keep(s *shape, p unsafe.Pointer, h uint64, m mode) {
+func (pl *Pool) keep(s *shape, p unsafe.Pointer, h uint64, m mode) {
 	c := part{s: s, p: *(*unsafe.Pointer)(p)}
 	if s.kind == reflect.Slice {
 		// Held without spare capacity, so that an append copies. The
@@ -541,64 +599,64 @@ func (t *Table) keep(s *shape, p unsafe.Pointer, h uint64, m mode) {
 			sh.cap = sh.len
 		}
 		c.n = sh.len
-		t.bytes += int64(sh.len) * int64(s.elem.size)
+		pl.bytes += int64(sh.len) * int64(s.elem.size)
 	} else {
-		t.bytes += partBytes(reflect.NewAt(s.typ, p).Elem())
+		pl.bytes += partBytes(reflect.NewAt(s.typ, p).Elem())
 	}
 	k := partKey(s, h)
-	if _, ok := t.parts[k]; ok {
-		t.more[k] = append(t.more[k], c)
+	if _, ok := pl.parts[k]; ok {
+		pl.more[k] = append(pl.more[k], c)
 	} else {
-		t.parts[k] = c
+		pl.parts[k] = c
 	}
-	t.size++
-	t.bytes += partIndexBytes
+	pl.size++
+	pl.bytes += partIndexBytes
 }
 
 // equalPart reports whether the part at p, of c's shape, with canonical
 // parts, equals c, a part the table holds.
-func (t *Table) equalPart(c part, p unsafe.Pointer) bool {
+func (pl *Pool) equalPart(c part, p unsafe.Pointer) bool {
 	switch s := c.s; s.kind {
 	case reflect.Pointer:
-		return t.equalAt(s.elem, *(*unsafe.Pointer)(p), c.p)
+		return pl.equalAt(s.elem, *(*unsafe.Pointer)(p), c.p)
 	case reflect.Slice:
 		sh := (*sliceHeader)(p)
-		return c.n == sh.len && t.elemsEqual(s.elem, sh.data, c.p, sh.len, false)
+		return c.n == sh.len && pl.elemsEqual(s.elem, sh.data, c.p, sh.len, false)
 	}
-	return t.equalMaps(c.s, *(*unsafe.Pointer)(p), c.p, false)
+	return pl.equalMaps(c.s, *(*unsafe.Pointer)(p), c.p, false)
 }
 
 // walkAgainst makes v's parts canonical, as walk does, where held, of
 // v's type, has no part equal to them. Parts equal to held's become
 // held's, which are canonical: an object the table took.
-func (t *Table) walkAgainst(v, held reflect.Value) {
-	t.walkAgainstAt(t.shapeOf(v.Type()), v.Addr().UnsafePointer(), held.Addr().UnsafePointer())
+func (pl *Pool) walkAgainst(v, held reflect.Value) {
+	pl.walkAgainstAt(pl.shapeOf(v.Type()), v.Addr().UnsafePointer(), held.Addr().UnsafePointer())
 }
 
-func (t *Table) walkAgainstAt(s *shape, p, held unsafe.Pointer) {
+func (pl *Pool) walkAgainstAt(s *shape, p, held unsafe.Pointer) {
 	if s.plain {
 		return
 	}
-	if t.reused != nil && s.kind != reflect.String {
+	if pl.reused != nil && s.kind != reflect.String {
 		// Canonical already, and maybe another object's: only read.
-		if _, ok := t.reused[Reused{p, s.typ}]; ok {
+		if _, ok := pl.reused[Reused{p, s.typ}]; ok {
 			return
 		}
 	}
 	switch s.kind {
 	case reflect.Struct:
 		if s.opaque {
-			t.walkAt(s, p, owning)
+			pl.walkAt(s, p, owning)
 			return
 		}
 		for _, f := range s.fields {
 			if f.shape != nil {
-				t.walkAgainstAt(f.shape, unsafe.Add(p, f.off), unsafe.Add(held, f.off))
+				pl.walkAgainstAt(f.shape, unsafe.Add(p, f.off), unsafe.Add(held, f.off))
 			}
 		}
 	case reflect.Array:
 		for i := range s.n {
-			t.walkAgainstAt(s.elem, at(p, s.elem, i), at(held, s.elem, i))
+			pl.walkAgainstAt(s.elem, at(p, s.elem, i), at(held, s.elem, i))
 		}
 	case reflect.String:
 		if a, b := (*string)(p), (*string)(held); *a == *b {
@@ -607,32 +665,32 @@ func (t *Table) walkAgainstAt(s *shape, p, held unsafe.Pointer) {
 			}
 			return
 		}
-		t.walkAt(s, p, owning)
+		pl.walkAt(s, p, owning)
 	case reflect.Pointer, reflect.Map:
-		if t.deepEqualAt(s, p, held) {
+		if pl.deepEqualAt(s, p, held) {
 			*(*unsafe.Pointer)(p) = *(*unsafe.Pointer)(held)
 			return
 		}
-		t.walkAt(s, p, owning)
+		pl.walkAt(s, p, owning)
 	case reflect.Slice:
-		if t.deepEqualAt(s, p, held) {
+		if pl.deepEqualAt(s, p, held) {
 			*(*sliceHeader)(p) = *(*sliceHeader)(held)
 			return
 		}
-		t.walkAt(s, p, owning)
+		pl.walkAt(s, p, owning)
 	case reflect.Interface:
-		if t.deepEqualAt(s, p, held) {
+		if pl.deepEqualAt(s, p, held) {
 			*(*[2]unsafe.Pointer)(p) = *(*[2]unsafe.Pointer)(held)
 			return
 		}
-		t.walkAt(s, p, owning)
+		pl.walkAt(s, p, owning)
 	}
 }
 
 // deepEqualAt reports whether the values of shape s at a, which the
 // caller owns, and at b are equal at every depth, as exactly as the table
 // compares parts.
-func (t *Table) deepEqualAt(s *shape, a, b unsafe.Pointer) bool {
+func (pl *Pool) deepEqualAt(s *shape, a, b unsafe.Pointer) bool {
 	if s.plain {
 		return sameMemory(a, b, s.size)
 	}
@@ -644,46 +702,46 @@ func (t *Table) deepEqualAt(s *shape, a, b unsafe.Pointer) bool {
 		if x == nil || y == nil || x == y {
 			return x == y
 		}
-		return t.deepEqualAt(s.elem, x, y)
+		return pl.deepEqualAt(s.elem, x, y)
 	case reflect.Slice:
 		x, y := (*sliceHeader)(a), (*sliceHeader)(b)
 		if (x.data == nil) != (y.data == nil) || x.len != y.len {
 			return false
 		}
-		return t.elemsEqual(s.elem, x.data, y.data, x.len, true)
+		return pl.elemsEqual(s.elem, x.data, y.data, x.len, true)
 	case reflect.Array:
-		return t.elemsEqual(s.elem, a, b, s.n, true)
+		return pl.elemsEqual(s.elem, a, b, s.n, true)
 	case reflect.Map:
 		x, y := *(*unsafe.Pointer)(a), *(*unsafe.Pointer)(b)
 		if x == nil || y == nil || x == y {
 			return x == y
 		}
-		return t.equalMaps(s, x, y, true)
+		return pl.equalMaps(s, x, y, true)
 	case reflect.Interface:
-		return t.equalInterfaces(s, a, b, true)
+		return pl.equalInterfaces(s, a, b, true)
 	case reflect.Struct:
 		if s.opaque {
 			if s.typ == quantityType {
 				// As walk does: the canonical form cached, a write.
 				_ = (*resource.Quantity)(a).String()
 			}
-			return t.equalAt(s, a, b)
+			return pl.equalAt(s, a, b)
 		}
 		for _, f := range s.fields {
 			x, y := unsafe.Add(a, f.off), unsafe.Add(b, f.off)
-			if f.shape == nil && !sameMemory(x, y, f.size) || f.shape != nil && !t.deepEqualAt(f.shape, x, y) {
+			if f.shape == nil && !sameMemory(x, y, f.size) || f.shape != nil && !pl.deepEqualAt(f.shape, x, y) {
 				return false
 			}
 		}
 		return true
 	}
-	return t.equalAt(s, a, b)
+	return pl.equalAt(s, a, b)
 }
 
 // equalMaps reports whether the maps a and b, of shape s, are equal: with
 // deep, at every depth; without, with a's parts canonical, as equalAt
 // compares values.
-func (t *Table) equalMaps(s *shape, a, b unsafe.Pointer, deep bool) bool {
+func (pl *Pool) equalMaps(s *shape, a, b unsafe.Pointer, deep bool) bool {
 	switch s.maps {
 	case stringMap:
 		return equalKeyed(*(*map[string]string)(unsafe.Pointer(&a)), *(*map[string]string)(unsafe.Pointer(&b)), nil)
@@ -706,7 +764,7 @@ func (t *Table) equalMaps(s *shape, a, b unsafe.Pointer, deep bool) bool {
 		}
 		e.SetIterValue(it)
 		f.Set(g)
-		if deep && !t.deepEqualAt(s.elem, ep, fp) || !deep && !t.equalAt(s.elem, ep, fp) {
+		if deep && !pl.deepEqualAt(s.elem, ep, fp) || !deep && !pl.equalAt(s.elem, ep, fp) {
 			return false
 		}
 	}
@@ -734,7 +792,7 @@ func equalKeyed[V comparable](a, b map[string]V, norm func(V) V) bool {
 // equalAt reports whether the values of shape s at a and b, with
 // canonical parts, are equal: their own fields equal, their parts the
 // same copies.
-func (t *Table) equalAt(s *shape, a, b unsafe.Pointer) bool {
+func (pl *Pool) equalAt(s *shape, a, b unsafe.Pointer) bool {
 	switch s.kind {
 	case reflect.String:
 		return *(*string)(a) == *(*string)(b)
@@ -744,7 +802,7 @@ func (t *Table) equalAt(s *shape, a, b unsafe.Pointer) bool {
 		x, y := (*sliceHeader)(a), (*sliceHeader)(b)
 		return x.data == y.data && x.len == y.len
 	case reflect.Interface:
-		return t.equalInterfaces(s, a, b, false)
+		return pl.equalInterfaces(s, a, b, false)
 	}
 	if s.flat {
 		return sameMemory(a, b, s.size)
@@ -756,26 +814,26 @@ func (t *Table) equalAt(s *shape, a, b unsafe.Pointer) bool {
 		}
 		for _, f := range s.fields {
 			x, y := unsafe.Add(a, f.off), unsafe.Add(b, f.off)
-			if f.shape == nil && !sameMemory(x, y, f.size) || f.shape != nil && !t.equalAt(f.shape, x, y) {
+			if f.shape == nil && !sameMemory(x, y, f.size) || f.shape != nil && !pl.equalAt(f.shape, x, y) {
 				return false
 			}
 		}
 		return true
 	case reflect.Array:
-		return t.elemsEqual(s.elem, a, b, s.n, false)
+		return pl.elemsEqual(s.elem, a, b, s.n, false)
 	}
 	return false
 }
 
 // elemsEqual reports whether n elements of shape s at a and at b are
 // equal: as deepEqualAt compares them (deep), or as equalAt does.
-func (t *Table) elemsEqual(s *shape, a, b unsafe.Pointer, n int, deep bool) bool {
+func (pl *Pool) elemsEqual(s *shape, a, b unsafe.Pointer, n int, deep bool) bool {
 	if a == b || s.plain || !deep && s.flat {
 		return sameMemory(a, b, uintptr(n)*s.size)
 	}
 	for i := range n {
 		x, y := at(a, s, i), at(b, s, i)
-		if deep && !t.deepEqualAt(s, x, y) || !deep && !t.equalAt(s, x, y) {
+		if deep && !pl.deepEqualAt(s, x, y) || !deep && !pl.equalAt(s, x, y) {
 			return false
 		}
 	}
@@ -785,7 +843,7 @@ func (t *Table) elemsEqual(s *shape, a, b unsafe.Pointer, n int, deep bool) bool
 // equalInterfaces reports whether the interfaces of shape s at a and b
 // hold values of one type, equal as deepEqualAt (deep) or equalAt
 // compares them.
-func (t *Table) equalInterfaces(s *shape, a, b unsafe.Pointer, deep bool) bool {
+func (pl *Pool) equalInterfaces(s *shape, a, b unsafe.Pointer, deep bool) bool {
 	x, y := (*[2]unsafe.Pointer)(a), (*[2]unsafe.Pointer)(b)
 	// The first word is the type, or the itab of the interface and type.
 	if x[0] != y[0] {
@@ -794,8 +852,8 @@ func (t *Table) equalInterfaces(s *shape, a, b unsafe.Pointer, deep bool) bool {
 	if x[0] == nil || x[1] == y[1] {
 		return true
 	}
-	e, xp := t.dynamic(s, a)
-	_, yp := t.dynamic(s, b)
+	e, xp := pl.dynamic(s, a)
+	_, yp := pl.dynamic(s, b)
 	if xp == nil {
 		xc, yc := reflect.New(e.typ).Elem(), reflect.New(e.typ).Elem()
 		xc.Set(reflect.NewAt(s.typ, a).Elem().Elem())
@@ -803,33 +861,33 @@ func (t *Table) equalInterfaces(s *shape, a, b unsafe.Pointer, deep bool) bool {
 		xp, yp = xc.Addr().UnsafePointer(), yc.Addr().UnsafePointer()
 	}
 	if deep {
-		return t.deepEqualAt(e, xp, yp)
+		return pl.deepEqualAt(e, xp, yp)
 	}
-	return t.equalAt(e, xp, yp)
+	return pl.equalAt(e, xp, yp)
 }
 
-func (t *Table) str(s string) string {
+func (pl *Pool) str(s string) string {
 	if s == "" {
 		// One empty string, so that equal values have equal memory.
 		return ""
 	}
-	if c, ok := t.strs[s]; ok {
+	if c, ok := pl.strs[s]; ok {
 		return c
 	}
-	t.strs[s] = s
-	t.size++
-	t.bytes += int64(len(s)) + stringIndexBytes
+	pl.strs[s] = s
+	pl.size++
+	pl.bytes += int64(len(s)) + stringIndexBytes
 	return s
 }
 
-func (t *Table) box(s string) any {
-	if c, ok := t.boxes[s]; ok {
+func (pl *Pool) box(s string) any {
+	if c, ok := pl.boxes[s]; ok {
 		return c
 	}
-	var box any = t.str(s)
-	t.boxes[s] = box
-	t.size++
-	t.bytes += int64(reflect.TypeFor[string]().Size()) + stringIndexBytes
+	var box any = pl.str(s)
+	pl.boxes[s] = box
+	pl.size++
+	pl.bytes += int64(reflect.TypeFor[string]().Size()) + stringIndexBytes
 	return box
 }
 
@@ -843,7 +901,7 @@ var (
 // opaqueHash hashes the struct with unexported fields of shape s at p:
 // the types API objects hold (quantities, times) by their value, others
 // by their scalar fields.
-func (t *Table) opaqueHash(s *shape, p unsafe.Pointer, own bool) uint64 {
+func (pl *Pool) opaqueHash(s *shape, p unsafe.Pointer, own bool) uint64 {
 	switch s.typ {
 	case quantityType:
 		return hashQuantity((*resource.Quantity)(p), own)

@@ -192,7 +192,7 @@ func TestTakeTwice(t *testing.T) {
 	containers := unsafe.SliceData(pods[0].Spec.Containers)
 	// As if rebuilt without pods[0]: the equal pods[1] now holds the
 	// canonical copies.
-	table.reset()
+	table.pool.reset()
 	table.Take(pods[1])
 	require.NotSame(t, containers, unsafe.SliceData(pods[1].Spec.Containers))
 	table.Take(pods[0])
@@ -260,7 +260,7 @@ func TestChurn(t *testing.T) {
 	}
 	close(stop)
 	readers.Wait()
-	rebuilds := table.generation
+	rebuilds := table.pool.generation
 	require.Positive(t, rebuilds, "churn rebuilt the table")
 
 	for key, pod := range want {
@@ -271,11 +271,11 @@ func TestChurn(t *testing.T) {
 	}
 	fresh := New(store)
 	for _, obj := range store.List() {
-		fresh.register(obj)
+		fresh.pool.register(obj)
 	}
 	t.Logf("%d objects, %d rebuilds: the table holds %d parts; one built from the objects holds %d", len(want), rebuilds, table.Len(), fresh.Len())
 	assert.LessOrEqual(t, table.Len(), 3*fresh.Len())
-	assert.Empty(t, table.taken, "the objects held are not in flight")
+	assert.Empty(t, table.pool.taken, "the objects held are not in flight")
 	n := len(want)
 	t.Logf("heap estimated: %d B; for a table built from the objects, %d B; unshared, %d B", table.Bytes(n), fresh.Bytes(n), sizes(store.List()))
 	assert.LessOrEqual(t, table.Bytes(n), 3*fresh.Bytes(n))
@@ -307,7 +307,7 @@ func TestTimesHashByInstant(t *testing.T) {
 		objs[i] = &stamped{At: &at, Micro: &micro}
 		table.Take(objs[i])
 	}
-	assert.Empty(t, table.more, "parts whose hash another part took")
+	assert.Empty(t, table.pool.more, "parts whose hash another part took")
 	assert.Same(t, objs[0].At, objs[100].At, "equal times are shared")
 	assert.Same(t, objs[0].Micro, objs[100].Micro)
 	assert.NotSame(t, objs[0].At, objs[1].At)
@@ -327,19 +327,19 @@ func TestReleaseWhenEveryObjectIsDropped(t *testing.T) {
 		require.NoError(t, store.Add(p))
 		table.Held(p)
 	}
-	assert.Zero(t, table.generation, "adds alone do not rebuild")
+	assert.Zero(t, table.pool.generation, "adds alone do not rebuild")
 	require.Positive(t, table.Len())
 
 	for i, p := range pods {
 		require.NoError(t, store.Delete(p))
 		table.Dropped(p)
 		if i == len(pods)/2 {
-			assert.Positive(t, table.generation, "deleting half rebuilds")
+			assert.Positive(t, table.pool.generation, "deleting half rebuilds")
 		}
 	}
 	assert.Zero(t, table.Len(), "no object held, no part held")
 	assert.Zero(t, table.Bytes(0))
-	assert.Empty(t, table.taken)
+	assert.Empty(t, table.pool.taken)
 }
 
 type (
@@ -465,7 +465,7 @@ func TestTakeWritesOnlyWhatItOwns(t *testing.T) {
 	// Read, as a rebuild reads what its owner holds.
 	c := newMapped("web")
 	before = snapshot(c)
-	table.register(c)
+	table.pool.register(c)
 	assert.Equal(t, before, snapshot(c), "c, read, is unchanged")
 	equalMapped(t, newMapped("web"), c)
 }
@@ -542,4 +542,47 @@ func TestUniqueMetadataIsNotHeld(t *testing.T) {
 	assert.NotSame(t, unsafe.SliceData(a.Templates), unsafe.SliceData(c.Templates), "templates that differ in name are not")
 	assert.Equal(t, "db", c.Templates[0].Name)
 	assert.True(t, sameMap(a.Templates[0].Labels, c.Templates[0].Labels), "their labels are")
+}
+
+// The tables of one pool, each a store's (as the stores of one kind in
+// several clusters), share what their objects repeat: the same Pods in
+// two stores hold one copy of their parts. Each table's Bytes counts its
+// share of the parts. A table closed gives back the parts only its
+// objects held.
+func TestPoolSharesAcrossTables(t *testing.T) {
+	pool := NewPool()
+	stores := [2]cache.Store{cache.NewStore(cache.MetaNamespaceKeyFunc), cache.NewStore(cache.MetaNamespaceKeyFunc)}
+	tables := [2]*Table{pool.Table(stores[0]), pool.Table(stores[1])}
+	var pods [2][]*corev1.Pod
+	for i := range 2 {
+		pods[i] = podsOf(t, workload.Deployment("shop", 1, 4), 4)
+		for _, p := range pods[i] {
+			tables[i].Take(p)
+			require.NoError(t, stores[i].Add(p))
+			tables[i].Held(p)
+		}
+	}
+	a, b := pods[0][2], pods[1][2]
+	assert.NotSame(t, a, b)
+	assert.Same(t, unsafe.SliceData(a.Spec.Containers), unsafe.SliceData(b.Spec.Containers), "one copy of what both stores' Pods repeat")
+	whole := tables[0].PartsBytes()
+	assert.Equal(t, whole, tables[1].PartsBytes(), "one pool")
+	shares := tables[0].Bytes(4) + tables[1].Bytes(4) - 8*pool.rootSize
+	assert.InDelta(t, whole, shares, float64(whole)/100, "the tables share the parts out")
+
+	// An own Deployment's Pods in the second store only.
+	own := podsOf(t, workload.Deployment("own", 2, 2), 2)
+	for _, p := range own {
+		tables[1].Take(p)
+		require.NoError(t, stores[1].Add(p))
+		tables[1].Held(p)
+	}
+	withOwn := tables[0].PartsBytes()
+	require.Greater(t, withOwn, whole)
+	before := b.DeepCopy()
+	tables[1].Close()
+	assert.Less(t, tables[0].PartsBytes(), withOwn, "closed, its own parts go")
+	assert.InDelta(t, whole, tables[0].PartsBytes(), float64(whole)/10, "what the first store holds stays")
+	assert.Equal(t, tables[0].Bytes(4)-4*pool.rootSize, tables[0].PartsBytes(), "one table left counts every part")
+	requireEqual(t, before, b, "objects of the closed table are left as they were")
 }

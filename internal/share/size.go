@@ -4,14 +4,29 @@ import (
 	"reflect"
 )
 
-// Bytes estimates the heap that n objects taken by the table take: each
-// object's own struct, and the parts the table holds, once each. Parts no
-// object holds any more count until the next rebuild: the table keeps
-// them alive until then.
+// Bytes estimates the heap that n objects the table took take: each
+// object's own struct, and its share of the parts the pool holds, once
+// each. A pool of one table counts all its parts; several share them out
+// by how many objects each holds. Parts no object holds any more count
+// until the next rebuild: the pool keeps them alive until then.
 func (t *Table) Bytes(n int) int64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return int64(n)*t.rootSize + t.bytes
+	pl := t.pool
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	parts := pl.bytes
+	if len(pl.tables) > 1 {
+		parts = pl.bytes * int64(n) / int64(max(pl.objects, 1))
+	}
+	return int64(n)*pl.rootSize + parts
+}
+
+// PartsBytes estimates the heap of the parts the pool holds, for all its
+// tables.
+func (t *Table) PartsBytes() int64 {
+	pl := t.pool
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return pl.bytes
 }
 
 // Size estimates the heap obj, a pointer, takes when it shares nothing:
