@@ -275,8 +275,10 @@ func (e *entry) attach(b Binding) {
 	e.lw.outsideShard = e.droppedOutsideShard
 	e.boundResource = b.Resource
 	if !e.unshared {
-		t := share.New(e.informer.GetIndexer())
-		e.shared.Store(t)
+		t := e.registry.table(e)
+		if old := e.shared.Swap(t); old != nil {
+			old.Close()
+		}
 		e.decodeThrough(b.ListerWatcher, t)
 		// The informer has not started: the handler cannot fail.
 		_, _ = e.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{

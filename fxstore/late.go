@@ -197,6 +197,7 @@ func (r *Registry) forgetLocked(e *entry) {
 	if e.stop != nil {
 		e.stop()
 	}
+	e.closeShared()
 	r.released.Add(1)
 	r.log.Info("store released: no request holds it; its informer stops", zap.Stringer("store", e.key))
 	r.signalLocked()

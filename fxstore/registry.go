@@ -27,9 +27,11 @@ import (
 // Asking for a store (For) only registers it. Start connects every store to
 // its Source at once, and Stop ends them.
 type Registry struct {
-	scheme    *k8sruntime.Scheme
-	cluster   string
-	log       *zap.Logger
+	scheme  *k8sruntime.Scheme
+	cluster string
+	log     *zap.Logger
+	// parts, when set, are shared with other registries' stores.
+	parts     *Parts
 	selectors selectors.Memo
 
 	mu       sync.Mutex
@@ -368,4 +370,9 @@ func (r *Registry) Stop() {
 		cancel()
 	}
 	r.wg.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.entries {
+		e.closeShared()
+	}
 }

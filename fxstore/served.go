@@ -199,7 +199,7 @@ func (e *entry) renewLocked() {
 	} else {
 		e.backed.Store(&backingRef{newOwnInformer(e)})
 	}
-	e.shared.Store(nil)
+	e.closeShared()
 	e.lw.errorEvent.Store(false)
 	e.mu.Lock()
 	e.syncedIn, e.lastErr, e.failingSince, e.announced, e.diagnosis = 0, nil, time.Time{}, false, nil
