@@ -47,6 +47,9 @@ type Fleet struct {
 	// made and which describe and rbac read.
 	declared []declaration
 	asked    *fxstore.Registry
+	// parts are what the members' stores share of their objects: the
+	// same object in ten members keeps one copy of its parts.
+	parts *fxstore.Parts
 
 	// coordinator shares the members out among replicas (see share.go);
 	// nil when they are not. coordinatorErr is why it could not be made.
@@ -95,7 +98,8 @@ type Options struct {
 	WaitFor []ClusterName
 
 	// NewSource returns the source of a member's stores. Defaults to
-	// apiserver.NewSource over the connection's client.
+	// apiserver.NewSource over the connection's client, decoding once
+	// what the objects of built-in kinds repeat (apiserver.WithREST).
 	NewSource func(*connection.Connection) fxstore.Source
 
 	// Share, when set, shares the members out among the app's replicas,
@@ -123,7 +127,9 @@ func (o Options) withDefaults() Options {
 		o.Backoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 2 * time.Minute}
 	}
 	if o.NewSource == nil {
-		o.NewSource = func(c *connection.Connection) fxstore.Source { return apiserver.NewSource(c.Client) }
+		o.NewSource = func(c *connection.Connection) fxstore.Source {
+			return apiserver.NewSource(c.Client, apiserver.WithREST(c.Config, c.HTTPClient))
+		}
 	}
 	return o
 }
@@ -164,6 +170,7 @@ func NewFleet(scheme *k8sruntime.Scheme, log *zap.Logger, opts Options) *Fleet {
 		log:     log,
 		opts:    opts.withDefaults(),
 		asked:   fxstore.NewRegistry(scheme, fxstore.WithCluster("*")),
+		parts:   fxstore.NewParts(),
 		offers:  make(map[ClusterName]*offer),
 		members: make(map[ClusterName]*member),
 		changed: make(chan struct{}),

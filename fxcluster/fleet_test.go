@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -23,6 +24,7 @@ import (
 	"github.com/fxkube/fxkube/fxstore"
 	"github.com/fxkube/fxkube/fxstore/fxstoretest"
 	"github.com/fxkube/fxkube/internal/testenv"
+	"github.com/fxkube/fxkube/internal/workload"
 )
 
 // fleetEnv is a fleet whose members are in-memory sources, one per host.
@@ -184,6 +186,47 @@ func must[T any](v T, ok bool) T {
 		panic("not found")
 	}
 	return v
+}
+
+// The stores of one kind in several members share what their objects
+// repeat: the same Pod in two members keeps one copy of its parts. A
+// member that leaves takes its share away; the other's objects stay as
+// they were.
+func TestMembersShareWhatTheirObjectsRepeat(t *testing.T) {
+	deployment := workload.Deployment("shop", 1, 2)
+	sources := map[string]*fxstoretest.Source{
+		"https://a": fxstoretest.NewSource(clientgoscheme.Scheme, workload.Pod(deployment, 0)),
+		"https://b": fxstoretest.NewSource(clientgoscheme.Scheme, workload.Pod(deployment, 0)),
+	}
+	env := newFleetEnv(t, sources)
+	pods, err := fxcluster.For[*corev1.Pod](env.fleet, fxstore.Spec{})
+	require.NoError(t, err)
+	aware := env.run()
+	require.NoError(t, aware.Engage(t.Context(), "a", configFor("https://a")))
+	bCtx, leaveB := context.WithCancel(t.Context())
+	require.NoError(t, aware.Engage(bCtx, "b", configFor("https://b")))
+	env.requireState("a", fxcluster.Ready)
+	env.requireState("b", fxcluster.Ready)
+	pod := func(member fxcluster.ClusterName) *corev1.Pod {
+		store, err := pods.In(member)
+		require.NoError(t, err)
+		list, err := store.List()
+		require.NoError(t, err)
+		require.Len(t, list, 1)
+		return list[0]
+	}
+	inA, inB := pod("a"), pod("b")
+	require.NotSame(t, inA, inB)
+	assert.Same(t, unsafe.SliceData(inA.Spec.Containers), unsafe.SliceData(inB.Spec.Containers), "one copy across members")
+	assert.Same(t, unsafe.SliceData(inA.Spec.Volumes), unsafe.SliceData(inB.Spec.Volumes))
+
+	want := inA.DeepCopy()
+	leaveB()
+	require.Eventually(t, func() bool { _, ok := env.state("b"); return !ok }, 10*time.Second, 5*time.Millisecond)
+	assert.Equal(t, want, pod("a"), "a's objects are as they were")
+	info, _ := env.state("a")
+	require.Len(t, info.Stores, 1)
+	assert.Positive(t, info.Stores[0].Bytes, "a's store counts every part now")
 }
 
 // A member that leaves lets its reconcile in flight finish before its

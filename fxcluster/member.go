@@ -264,7 +264,7 @@ func (m *member) join() (err error) {
 // newCluster makes this attempt's registry, cache and client.
 func (m *member) newCluster() (*Cluster, error) {
 	f := m.fleet
-	r := fxstore.NewRegistry(f.scheme, fxstore.WithCluster(string(m.name)), fxstore.WithLogger(m.log.Named("fxstore")))
+	r := fxstore.NewRegistry(f.scheme, fxstore.WithCluster(string(m.name)), fxstore.WithLogger(m.log.Named("fxstore")), fxstore.WithParts(f.parts))
 	cache, err := storecache.New(r, m.conn.Mapper, crcache.Options{}, storecache.WithConsumer("fxcluster"), storecache.WithLateSyncTimeout(f.opts.SyncTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("cluster %q: %w", m.name, err)
