@@ -34,6 +34,8 @@ type Controller struct {
 	name    string
 	fleet   *Fleet
 	primary Members
+	// selects picks the members the controller runs in; nil: all.
+	selects func(ClusterName) bool
 	watches []watch
 	writes  []Write
 	r       Reconciler
@@ -67,6 +69,7 @@ type ControllerOption interface {
 }
 
 type controllerOptions struct {
+	selects       func(ClusterName) bool
 	watches       []watch
 	writes        []Write
 	maxConcurrent int
@@ -100,6 +103,19 @@ func WatchesOwnCluster(store Store, fn handler.MapFunc) ControllerOption {
 			return
 		}
 		o.watches = append(o.watches, watch{own: store, fn: fn})
+	})
+}
+
+// InClusters makes the controller run in the member clusters selects
+// selects only, as they join. Defaults to every member in which its
+// primary store is asked for.
+func InClusters(selects func(ClusterName) bool) ControllerOption {
+	return controllerOption(func(o *controllerOptions) {
+		if selects == nil {
+			o.errs = append(o.errs, errors.New("fxcluster.InClusters: the function is nil"))
+			return
+		}
+		o.selects = selects
 	})
 }
 
@@ -156,7 +172,7 @@ func NewController(name string, primary Members, r Reconciler, opts ...Controlle
 	if log == nil {
 		log = f.log.Named(name)
 	}
-	c := &Controller{name: name, fleet: f, primary: primary, watches: o.watches, writes: o.writes, r: r, log: log}
+	c := &Controller{name: name, fleet: f, primary: primary, selects: o.selects, watches: o.watches, writes: o.writes, r: r, log: log}
 	ctrl, err := controller.NewTypedUnmanaged(name, controller.TypedOptions[Request]{
 		// Several apps may share a process, in tests.
 		SkipNameValidation:      new(true),
@@ -228,6 +244,12 @@ func (c *Controller) logFor(req *Request) logr.Logger {
 	return zapr.NewLogger(l)
 }
 
+// runsIn reports whether the controller runs in the member name: its
+// primary store is asked for there, and InClusters selects it.
+func (c *Controller) runsIn(name ClusterName) bool {
+	return c.primary.asksIn(name) && (c.selects == nil || c.selects(name))
+}
+
 // declare implements declaration: a controller asks for no stores of its
 // own; its Stores do.
 func (*Controller) declare(*member) error { return nil }
@@ -236,6 +258,9 @@ func (*Controller) forget(*member) {}
 
 // engage starts the controller's sources in m.
 func (c *Controller) engage(m *member) (func(), error) {
+	if !c.runsIn(m.name) {
+		return func() {}, nil
+	}
 	primary, err := c.primary.in(m)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c, err)
@@ -243,6 +268,9 @@ func (c *Controller) engage(m *member) (func(), error) {
 	sources := []*memberSource{newMemberSource(m.name, primary, nil)}
 	for _, w := range c.watches {
 		store := w.own
+		if w.members != nil && !w.members.asksIn(m.name) {
+			continue // asked for in other members only
+		}
 		if w.members != nil {
 			if store, err = w.members.in(m); err != nil {
 				return nil, fmt.Errorf("%s: %w", c, err)

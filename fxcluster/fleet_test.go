@@ -229,6 +229,43 @@ func TestMembersShareWhatTheirObjectsRepeat(t *testing.T) {
 	assert.Positive(t, info.Stores[0].Bytes, "a's store counts every part now")
 }
 
+// A store asked for in named members is in those only, and a controller
+// runs where its primary store is and InClusters selects.
+func TestStoresAndControllersInChosenMembers(t *testing.T) {
+	sources := map[string]*fxstoretest.Source{}
+	for _, host := range []string{"https://a", "https://b", "https://c"} {
+		sources[host] = fxstoretest.NewSource(clientgoscheme.Scheme, testenv.ConfigMap("web", "x"))
+	}
+	env := newFleetEnv(t, sources)
+	configMaps, err := fxcluster.ForClusters[*corev1.ConfigMap](env.fleet, []fxcluster.ClusterName{"a", "b"}, fxstore.Spec{})
+	require.NoError(t, err)
+	var seen testenv.Records[fxcluster.ClusterName]
+	ctrl, err := fxcluster.NewController("chosen", configMaps, fxcluster.Func(func(_ context.Context, req fxcluster.Request) (reconcile.Result, error) {
+		seen.Add(req.ClusterName)
+		return reconcile.Result{}, nil
+	}), fxcluster.InClusters(func(name fxcluster.ClusterName) bool { return name != "b" }))
+	require.NoError(t, err)
+	aware := env.run(ctrl)
+	for _, name := range []fxcluster.ClusterName{"a", "b", "c"} {
+		require.NoError(t, aware.Engage(t.Context(), name, configFor("https://"+string(name))))
+		env.requireState(name, fxcluster.Ready)
+	}
+	for name, want := range map[fxcluster.ClusterName]int{"a": 1, "b": 1, "c": 0} {
+		info, _ := env.state(name)
+		assert.Len(t, info.Stores, want, "stores in %s", name)
+	}
+	_, err = configMaps.In("c")
+	require.ErrorIs(t, err, fxcluster.ErrClusterNotFound)
+	require.Eventually(t, func() bool { return len(seen.All()) == 1 }, 10*time.Second, 5*time.Millisecond)
+	require.NoError(t, sources["https://b"].Client().Create(t.Context(), testenv.ConfigMap("web", "y")))
+	require.NoError(t, sources["https://a"].Client().Create(t.Context(), testenv.ConfigMap("web", "y")))
+	require.Eventually(t, func() bool { return len(seen.All()) == 2 }, 10*time.Second, 5*time.Millisecond)
+	assert.Equal(t, []fxcluster.ClusterName{"a", "a"}, seen.All(), "only a: b is not selected, c has no store")
+
+	_, err = fxcluster.ForClusters[*corev1.ConfigMap](env.fleet, nil, fxstore.Spec{})
+	require.ErrorContains(t, err, "fxcluster.For")
+}
+
 // A member that leaves lets its reconcile in flight finish before its
 // stores stop, and drops the requests queued for it.
 func TestLeavingMemberFinishesWorkInFlight(t *testing.T) {

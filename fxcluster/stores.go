@@ -1,6 +1,7 @@
 package fxcluster
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
@@ -13,7 +14,9 @@ import (
 // Stores is a store of T objects in every member cluster: one spec, asked
 // for in each member's registry as it joins.
 type Stores[T client.Object] struct {
-	fleet    *Fleet
+	fleet *Fleet
+	// names are the members asked, or nil for every member.
+	names    map[ClusterName]bool
 	spec     fxstore.Spec
 	opts     []fxstore.Option
 	consumer string
@@ -29,13 +32,34 @@ type Stores[T client.Object] struct {
 // see it synced. For does no I/O; a bad spec fails here, as fxstore.For's
 // does. Call it while the app is built, in a constructor.
 func For[T client.Object](f *Fleet, spec fxstore.Spec, opts ...fxstore.Option) (*Stores[T], error) {
-	consumer := caller.Name(1)
+	return forMembers[T](f, nil, spec, opts)
+}
+
+// ForClusters asks for the store of T objects matching spec in the member
+// clusters names only, as For does in every member. A controller whose
+// primary store it is runs in those members only.
+func ForClusters[T client.Object](f *Fleet, names []ClusterName, spec fxstore.Spec, opts ...fxstore.Option) (*Stores[T], error) {
+	if len(names) == 0 {
+		return nil, errors.New("store in named member clusters: no name given; ask with fxcluster.For for a store in every member")
+	}
+	set := make(map[ClusterName]bool, len(names))
+	for _, name := range names {
+		if err := checkName(name); err != nil {
+			return nil, fmt.Errorf("store in named member clusters: %w", err)
+		}
+		set[name] = true
+	}
+	return forMembers[T](f, set, spec, opts)
+}
+
+func forMembers[T client.Object](f *Fleet, names map[ClusterName]bool, spec fxstore.Spec, opts []fxstore.Option) (*Stores[T], error) {
+	consumer := caller.Name(2)
 	opts = append([]fxstore.Option{fxstore.WithConsumer(consumer)}, opts...)
 	asked, err := fxstore.For[T](f.asked, spec, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("store in every member cluster: %w", err)
 	}
-	s := &Stores[T]{fleet: f, spec: spec, opts: opts, consumer: consumer, key: asked.Key(), members: make(map[*member]*fxstore.Store[T])}
+	s := &Stores[T]{fleet: f, names: names, spec: spec, opts: opts, consumer: consumer, key: asked.Key(), members: make(map[*member]*fxstore.Store[T])}
 	if err := f.declare(s); err != nil {
 		return nil, fmt.Errorf("store %s requested by %s: %w", s.key, consumer, err)
 	}
@@ -65,7 +89,13 @@ func (s *Stores[T]) In(name ClusterName) (*fxstore.Store[T], error) {
 	return st, nil
 }
 
+// asksIn reports whether the store is asked for in the member name.
+func (s *Stores[T]) asksIn(name ClusterName) bool { return s.names == nil || s.names[name] }
+
 func (s *Stores[T]) declare(m *member) error {
+	if !s.asksIn(m.name) {
+		return nil
+	}
 	st, err := fxstore.For[T](m.cluster().registry, s.spec, s.opts...)
 	if err != nil {
 		return err
@@ -100,5 +130,6 @@ func (s *Stores[T]) fleetOf() *Fleet { return s.fleet }
 type Members interface {
 	Key() fxstore.Key
 	fleetOf() *Fleet
+	asksIn(name ClusterName) bool
 	in(m *member) (Store, error)
 }
