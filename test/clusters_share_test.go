@@ -2,9 +2,16 @@ package test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -228,4 +235,165 @@ func checkNoOverlap(all []reconciled) (overlaps []string, counts map[string]int)
 		}
 	}
 	return overlaps, counts
+}
+
+// fleetProcess is a replica of test/fleetapp, run as a process.
+type fleetProcess struct {
+	name   string
+	cmd    *exec.Cmd
+	logs   *testenv.Buffer
+	probes string
+	exited chan error
+}
+
+func startFleetProcess(t *testing.T, bin, name string, args []string) *fleetProcess {
+	t.Helper()
+	p := &fleetProcess{name: name, logs: &testenv.Buffer{}, probes: testenv.LoopbackAddr(t), exited: make(chan error, 1)}
+	p.cmd = exec.Command(bin, append([]string{"run", "--health-probe-bind-address", p.probes, "--metrics-bind-address", "0"}, args...)...)
+	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	require.NoError(t, p.cmd.Start())
+	go func() { p.exited <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+	})
+	return p
+}
+
+// runs returns the members ready on the process: its /readyz check of
+// each passes.
+func (p *fleetProcess) runs(names []fxcluster.ClusterName) []fxcluster.ClusterName {
+	var ready []fxcluster.ClusterName
+	for _, name := range names {
+		if testenv.Status(p.probes, "/readyz/"+fxcluster.CheckName(name)) == http.StatusOK {
+			ready = append(ready, name)
+		}
+	}
+	return ready
+}
+
+// reconciles returns the process's reconciles, from its log.
+func (p *fleetProcess) reconciles(t *testing.T) []reconciled {
+	t.Helper()
+	var out []reconciled
+	for line := range strings.SplitSeq(p.logs.String(), "\n") {
+		var e struct {
+			Msg     string
+			Cluster string
+			Began   float64
+			TS      float64
+		}
+		if json.Unmarshal([]byte(line), &e) != nil || e.Msg != "reconciled" {
+			continue
+		}
+		at := func(s float64) time.Time { return time.Unix(0, int64(s*1e9)) }
+		out = append(out, reconciled{replica: p.name, cluster: fxcluster.ClusterName(e.Cluster), start: at(e.Began), end: at(e.TS)})
+	}
+	return out
+}
+
+// Two replicas of an app share three members out (--shard-clusters).
+// One is killed (SIGKILL): the other takes its members over once their
+// Leases expire, with controller-runtime's timings, and no member is
+// reconciled by both replicas at once.
+func TestKilledReplicasMembersAreTakenOver(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "fleetapp")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/fxkube/fxkube/test/fleetapp").CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+
+	own := testenv.Config(t)
+	ownKube := kubernetes.NewForConfigOrDie(own)
+	ns := testenv.Namespace(t, ownKube, "share")
+	cps := testenv.Members(t, 2)
+	configs := []*rest.Config{cps[0].Config, cps[1].Config, own}
+	buckets, err := fxshard.NewBuckets(2)
+	require.NoError(t, err)
+	args := []string{"--kubeconfig", testenv.KubeconfigPath(t), "--shard-clusters", "--shard-buckets", "2", "--shard-namespace", ns, "--stop-timeout", "5s"}
+	var names []fxcluster.ClusterName
+	kubes := map[fxcluster.ClusterName]kubernetes.Interface{}
+	inBucket := [2]int{}
+	for i := 0; len(names) < 3; i++ {
+		name := fxcluster.ClusterName(fmt.Sprintf("member-%d", i))
+		b := buckets.OfValue(string(name))
+		if inBucket[b] == 2-b {
+			continue
+		}
+		inBucket[b]++
+		cfg := configs[len(names)]
+		path := filepath.Join(dir, string(name)+".kubeconfig")
+		require.NoError(t, os.WriteFile(path, testenv.Kubeconfig(t, cfg), 0o600))
+		args = append(args, "--cluster-kubeconfig", string(name)+"="+path)
+		kubes[name] = kubernetes.NewForConfigOrDie(cfg)
+		_, err := kubes[name].CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shared"}}, metav1.CreateOptions{})
+		if !apierrors.IsAlreadyExists(err) {
+			require.NoError(t, err)
+		}
+		names = append(names, name)
+	}
+	slices.Sort(names)
+
+	a := startFleetProcess(t, bin, "a", args)
+	b := startFleetProcess(t, bin, "b", args)
+	var aHad []fxcluster.ClusterName
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		aHad = a.runs(names)
+		bHas := b.runs(names)
+		assert.NotEmpty(c, aHad, "a runs members")
+		assert.NotEmpty(c, bHas, "b runs members")
+		all := append(slices.Clone(aHad), bHas...)
+		slices.Sort(all)
+		assert.Equal(c, names, all, "each member runs on one replica")
+	}, 2*time.Minute, 100*time.Millisecond, "a: %s\nb: %s", a.logs, b.logs)
+
+	writeCtx, stopWriting := context.WithCancel(ctx)
+	var writer sync.WaitGroup
+	writer.Go(func() {
+		for i := 0; writeCtx.Err() == nil; i++ {
+			for name, kube := range kubes {
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "shared", Name: fmt.Sprintf("cm-%d", i%20)}}
+				if _, err := kube.CoreV1().ConfigMaps("shared").Create(writeCtx, cm, metav1.CreateOptions{}); err != nil && writeCtx.Err() == nil && !apierrors.IsAlreadyExists(err) {
+					t.Errorf("write to %s: %v", name, err)
+					return
+				}
+				_ = kube.CoreV1().ConfigMaps("shared").Delete(writeCtx, cm.Name, metav1.DeleteOptions{})
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	t.Cleanup(func() { stopWriting(); writer.Wait() })
+	time.Sleep(2 * time.Second)
+
+	killed := time.Now()
+	require.NoError(t, a.cmd.Process.Kill())
+	<-a.exited
+	require.Eventually(t, func() bool { return slices.Equal(names, b.runs(names)) }, 2*time.Minute, 50*time.Millisecond,
+		"b takes a's members over; b: %s", b.logs)
+	took := time.Since(killed)
+	time.Sleep(2 * time.Second) // b reconciles what it took
+	stopWriting()
+	writer.Wait()
+	require.NoError(t, b.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-b.exited:
+		require.NoError(t, err, "b stops cleanly: %s", b.logs)
+	case <-time.After(time.Minute):
+		t.Fatal("b did not stop")
+	}
+
+	all := append(a.reconciles(t), b.reconciles(t)...)
+	overlaps, counts := checkNoOverlap(all)
+	assert.Empty(t, overlaps, "no member reconciled by both replicas at once")
+	var bAfter int
+	for _, r := range all {
+		if r.replica == "b" && slices.Contains(aHad, r.cluster) && r.start.After(killed) {
+			bAfter++
+		}
+	}
+	assert.Positive(t, bAfter, "b reconciles a's members")
+	t.Logf("a held %v; b took them over %s after SIGKILL (LeaseDuration 15s, RetryPeriod 2s); reconciles: %v, %d by b of a's members after the kill",
+		aHad, took.Round(time.Millisecond), counts, bAfter)
 }
