@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -24,6 +25,8 @@ import (
 	"github.com/spf13/pflag"
 	cliflag "k8s.io/component-base/cli/flag"
 
+	"github.com/fxkube/fxkube/fxcluster"
+	"github.com/fxkube/fxkube/fxcluster/kubeconfig"
 	"github.com/fxkube/fxkube/internal/controlplane"
 )
 
@@ -31,7 +34,7 @@ func init() { taggedCommands = append(taggedCommands, (*app).localCommand) }
 
 func (a *app) localCommand() *cobra.Command {
 	var dir, kubeconfigOut string
-	replicas := 1
+	replicas, members := 1, 0
 	var gates map[string]bool
 	cmd := &cobra.Command{
 		Use:   "local",
@@ -40,7 +43,9 @@ func (a *app) localCommand() *cobra.Command {
 the controllers against them until SIGINT or SIGTERM, then stop everything.
 With --replicas N, N replicas of the app run, this process and N-1 others
 started from its binary with "run": sharded controllers share their
-buckets among them, and the others run on the leader.
+buckets among them, and the others run on the leader. With --members N,
+N more control planes start, each a member cluster of the app
+(member-1 to member-N), as --cluster-kubeconfig would name them.
 
 The binaries come from --controlplane-dir, which ` + "`make controlplane`" + ` fills.`,
 		Args: cobra.NoArgs,
@@ -77,6 +82,9 @@ The binaries come from --controlplane-dir, which ` + "`make controlplane`" + ` f
 			if replicas < 1 {
 				return fmt.Errorf("--replicas %d: run at least 1", replicas)
 			}
+			if members < 0 {
+				return fmt.Errorf("--members %d: start 0 or more", members)
+			}
 			if replicas > 1 && !cmd.Flags().Changed("leader-elect") {
 				lc.LeaderElection.Enabled = true
 			}
@@ -103,6 +111,11 @@ The binaries come from --controlplane-dir, which ` + "`make controlplane`" + ` f
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Local control plane %s is up. Its kubeconfig:\n\n  export KUBECONFIG=%s\n\n",
 				controlplane.KubernetesVersion, kubeconfigOut)
+			stopMembers, err := a.startMembers(cmd, dir, members, filepath.Dir(kubeconfigOut))
+			defer func() { err = errors.Join(err, stopMembers()) }()
+			if err != nil || ctx.Err() != nil {
+				return err
+			}
 			// A replica that exits on its own stops this one too, and
 			// the command fails naming it. One that exits on a
 			// terminal's Ctrl-C finds ctx canceled already.
@@ -125,8 +138,44 @@ The binaries come from --controlplane-dir, which ` + "`make controlplane`" + ` f
 	cmd.Flags().StringVar(&dir, "controlplane-dir", controlplane.Dir(), "directory holding kube-apiserver, etcd and kubectl")
 	cmd.Flags().StringVar(&kubeconfigOut, "kubeconfig-out", "", "where to write the kubeconfig (default: a file in a new temporary directory)")
 	cmd.Flags().IntVar(&replicas, "replicas", 1, "how many replicas of the app to run (this process and others started from its binary)")
+	cmd.Flags().IntVar(&members, "members", 0, "how many member clusters to start besides the app's own, each a local control plane of its own (member-1 to member-N)")
 	cmd.Flags().Var(cliflag.NewMapStringBool(&gates), "feature-gates", "kube-apiserver's feature gates, as its --feature-gates flag takes them: A=true,B=false (ShardedListAndWatch is on unless turned off here)")
 	return cmd
+}
+
+// startMembers starts n control planes, each a member cluster of the app
+// (member-1 to member-n): their kubeconfigs go to dir, and the app
+// engages them as --cluster-kubeconfig would. stop stops them.
+func (a *app) startMembers(cmd *cobra.Command, controlPlanes string, n int, dir string) (stop func() error, err error) {
+	cps := make([]*controlplane.Running, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range cps {
+		wg.Go(func() { cps[i], errs[i] = controlplane.Start(controlPlanes) })
+	}
+	wg.Wait()
+	stop = func() error {
+		var errs []error
+		for _, cp := range cps {
+			if cp != nil {
+				errs = append(errs, cp.Stop())
+			}
+		}
+		return errors.Join(errs...)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return stop, fmt.Errorf("start a member cluster's control plane: %w", err)
+	}
+	for i, cp := range cps {
+		name := fxcluster.ClusterName(fmt.Sprintf("member-%d", i+1))
+		path := filepath.Join(dir, string(name)+".kubeconfig")
+		if err := os.WriteFile(path, cp.Kubeconfig, 0o600); err != nil {
+			return stop, fmt.Errorf("write the kubeconfig of %s: %w", name, err)
+		}
+		a.flags.clusterFiles = append(a.flags.clusterFiles, kubeconfig.File{Name: name, Path: path})
+		fmt.Fprintf(cmd.OutOrStdout(), "Member cluster %s is up. Its kubeconfig:\n\n  %s\n\n", name, path)
+	}
+	return stop, nil
 }
 
 // errReplicaExited is the cause of a stop that a replica's exit began.
@@ -162,6 +211,9 @@ func (a *app) startReplicas(cmd *cobra.Command, n int, kubeconfig string, exited
 			"--leader-election-namespace", lc.LeaderElection.Namespace, "--leader-election-id", lc.LeaderElection.Name,
 			"--shard-namespace", a.flags.shards.Namespace, "--shard-buckets", strconv.Itoa(a.flags.shards.Buckets),
 			"--stop-timeout", lc.StopTimeout.String()}
+		for _, f := range a.flags.clusterFiles {
+			args = append(args, "--cluster-kubeconfig", fmt.Sprintf("%s=%s", f.Name, f.Path))
+		}
 		// Logging as this process logs.
 		cmd.Flags().Visit(func(f *pflag.Flag) {
 			if strings.HasPrefix(f.Name, "zap-") || f.Name == "log-level" || f.Name == "log-format" {
