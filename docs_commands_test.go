@@ -251,6 +251,25 @@ var docSteps = map[string]docStep{
 
 	// docs/reference/errors.md
 	"./fxkube rbac --service-account ops/fxkube | kubectl apply -f -": {},
+
+	// docs/guides/run-across-clusters.md
+	"go build -tags local -o fleet ./cmd/fleet": {},
+	`./fleet describe # what every member cluster is asked: "In every member cluster:"`: {
+		want: printsAll("\nIn every member cluster:\n", "    fleet\n"),
+	},
+	"./fleet rbac --only members # the ClusterRole fleet-member, for each member": {
+		want: printsAll("kind: ClusterRole\n", "  name: fleet-member\n"),
+	},
+	"./fleet local --members 2 # until Ctrl-C; prints /tmp/fleet-local-.../kubeconfig and member-1.kubeconfig, member-2.kubeconfig": {
+		run: (*docSession).fleetLocal,
+	},
+	"kubectl --kubeconfig /tmp/fleet-local-.../kubeconfig create namespace demo":                                    {},
+	"kubectl --kubeconfig /tmp/fleet-local-.../kubeconfig -n demo create configmap settings --from-literal=level=1": {},
+	"kubectl --kubeconfig /tmp/fleet-local-.../kubeconfig -n demo label configmap settings fxkube.io/fleet=true":    {},
+	`kubectl --kubeconfig /tmp/fleet-local-.../member-2.kubeconfig -n demo get configmap settings -o jsonpath='{.data.level}{"\n"}' # 1`: {
+		want: prints("1\n"),
+	},
+	"curl -s 127.0.0.1:8081/readyz/cluster-member-1 # ok": {want: prints("ok")},
 }
 
 // prints wants the output to be want.
@@ -427,6 +446,9 @@ type docSession struct {
 	probes     string          // its /readyz's address
 	kubeconfig string          // the kubeconfig it printed
 	configHash string          // the rollout's hash, before the change
+
+	fleetDir    string // where `./fleet local` wrote its kubeconfigs
+	fleetProbes string // its /readyz's address
 }
 
 func newDocSession(t *testing.T) *docSession {
@@ -506,11 +528,17 @@ func (s *docSession) bash(text string) (string, error) {
 // rewrite makes the docs' binaries temporary, and the reader's cluster the
 // local one.
 func (s *docSession) rewrite(text string) string {
-	return strings.NewReplacer(
-		"-o fxkube ", "-o "+filepath.Join(s.bin, "fxkube")+" ",
-		"./fxkube ", filepath.Join(s.bin, "fxkube")+" ",
+	pairs := []string{
+		"-o fxkube ", "-o " + filepath.Join(s.bin, "fxkube") + " ",
+		"./fxkube ", filepath.Join(s.bin, "fxkube") + " ",
+		"-o fleet ", "-o " + filepath.Join(s.bin, "fleet") + " ",
+		"./fleet ", filepath.Join(s.bin, "fleet") + " ",
 		"~/.kube/config", s.kubeconfig,
-	).Replace(text)
+	}
+	if s.fleetDir != "" {
+		pairs = append(pairs, "/tmp/fleet-local-.../", s.fleetDir+"/", "127.0.0.1:8081", s.fleetProbes)
+	}
+	return strings.NewReplacer(pairs...).Replace(text)
 }
 
 // makeRun starts `make run`, as a reader does in a first terminal, and
@@ -584,6 +612,61 @@ func (s *docSession) makeRun(c shellCommand) {
 	watch(t)
 	require.NotEmpty(t, plane, "a kube-apiserver and etcd run under make run")
 	assert.Equal(t, http.StatusOK, testenv.Status(metrics, "/metrics"), "plain HTTP metrics")
+}
+
+// fleetLocal starts `./fleet local`, as a reader does in a terminal of
+// its own, with its probes on a free loopback port and no metrics. It
+// waits until the app and both members are ready, and takes the
+// directory of the kubeconfigs it printed. It is stopped as a reader
+// stops it, with Ctrl-C, when the test ends: it must exit 0.
+func (s *docSession) fleetLocal(c shellCommand) {
+	t := s.t
+	probes := testenv.LoopbackAddr(t)
+	command, _, _ := strings.Cut(s.rewrite(c.text), " #") // no shell to drop the comment
+	args := append(strings.Fields(command), "--health-probe-bind-address", probes, "--metrics-bind-address", "0")
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Dir, cmd.Env = s.root, s.env
+	out := &testenv.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, cmd.Start())
+	var waitErr error
+	exited := make(chan struct{}) // closed once waitErr is set
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	s.top.Cleanup(func() {
+		t := s.top
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+		select {
+		case <-exited:
+			assert.NoError(t, waitErr, "fleet local: exit status; output:\n%s", out)
+		case <-time.After(time.Minute):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+			t.Errorf("fleet local: still running a minute after Ctrl-C; output:\n%s", out)
+		}
+	})
+	ready := func() bool {
+		for _, path := range []string{"/readyz", "/readyz/cluster-member-1", "/readyz/cluster-member-2"} {
+			if testenv.Status(probes, path) != http.StatusOK {
+				return false
+			}
+		}
+		return true
+	}
+	for deadline := time.Now().Add(3 * time.Minute); !ready(); {
+		select {
+		case <-exited:
+			t.Fatalf("fleet local exited: %v; output:\n%s", waitErr, out)
+		case <-time.After(100 * time.Millisecond):
+		}
+		require.True(t, time.Now().Before(deadline), "fleet local: not ready within 3m; output:\n%s", out)
+	}
+	printed := regexp.MustCompile(`(?m)^  export KUBECONFIG=(/\S+)/kubeconfig$`).FindStringSubmatch(out.String())
+	require.NotNil(t, printed, "fleet local printed no kubeconfig; output:\n%s", out)
+	for _, member := range []string{"member-1", "member-2"} {
+		require.Contains(t, out.String(), "\n  "+printed[1]+"/"+member+".kubeconfig\n", "the kubeconfig of %s", member)
+	}
+	s.fleetDir, s.fleetProbes = printed[1], probes
 }
 
 // exportKubeconfig runs the export line with the path `make run` printed,
