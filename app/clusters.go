@@ -54,12 +54,12 @@ type Member struct {
 }
 
 // AddClusters adds what f asks of every member cluster, and the members
-// f has engaged, if it asks anything.
-func (g *Graph) AddClusters(f *fxcluster.Fleet) {
+// f has engaged and those checked, if it asks anything.
+func (g *Graph) AddClusters(f *fxcluster.Fleet, checked ...fxcluster.ClusterInfo) {
 	if f == nil {
 		return
 	}
-	asked, ctrls, members := f.Stores(), f.Controllers(), f.Clusters()
+	asked, ctrls, members := f.Stores(), f.Controllers(), append(f.Clusters(), checked...)
 	if len(asked) == 0 && len(ctrls) == 0 && len(members) == 0 {
 		return
 	}
@@ -131,7 +131,7 @@ func (c *Clusters) writeText(w io.Writer) {
 		}
 	}
 	if len(c.Members) == 0 {
-		fmt.Fprintln(w, "\nMember clusters: none engaged (describe connects to no cluster)")
+		fmt.Fprintln(w, "\nMember clusters: none engaged (describe --cluster checks those --cluster-kubeconfig names)")
 		return
 	}
 	fmt.Fprintln(w, "\nMember clusters:")

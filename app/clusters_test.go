@@ -35,7 +35,7 @@ func TestDescribeShowsClusters(t *testing.T) {
 		"      watches in the app's own cluster: "+sources+"\n"+
 		"      writes:  configmaps (create,delete,update)\n"+
 		"      writes:  namespaces (create)\n"+
-		"\nMember clusters: none engaged (describe connects to no cluster)\n")
+		"\nMember clusters: none engaged (describe --cluster checks those --cluster-kubeconfig names)\n")
 
 	out, err = execute(t, []fx.Option{fleet.Module}, "describe", "-o", "json")
 	require.NoError(t, err)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -227,7 +228,11 @@ func (a *app) describe(ctx context.Context, cluster bool) (Graph, error) {
 	}
 	g := NewGraph(d.reg, d.ctrls, d.hosted)
 	g.AddWebhooks(d.webhooks, d.reg.Scheme())
-	g.AddClusters(d.fleet)
+	var checked []fxcluster.ClusterInfo
+	if cluster {
+		checked = a.checkMembers(ctx, d.fleet)
+	}
+	g.AddClusters(d.fleet, checked...)
 	info := d.shards.Info()
 	g.addSharding(info, d.ctrls)
 	if cluster && g.Sharding != nil {
@@ -236,6 +241,25 @@ func (a *app) describe(ctx context.Context, cluster bool) (Graph, error) {
 		}
 	}
 	return g, nil
+}
+
+// checkMembers checks each member cluster --cluster-kubeconfig names, as
+// it would join: see fxcluster.Fleet.Check.
+func (a *app) checkMembers(ctx context.Context, f *fxcluster.Fleet) []fxcluster.ClusterInfo {
+	infos := make([]fxcluster.ClusterInfo, len(a.flags.clusterFiles))
+	var wg sync.WaitGroup
+	for i, file := range a.flags.clusterFiles {
+		wg.Go(func() {
+			cfg, err := file.Load()
+			if err != nil {
+				infos[i] = fxcluster.ClusterInfo{Name: file.Name, State: fxcluster.Failed, Since: time.Now(), Attempts: 1, Err: err}
+				return
+			}
+			infos[i] = f.Check(ctx, file.Name, cfg)
+		})
+	}
+	wg.Wait()
+	return infos
 }
 
 // liveSharding reads the sharding group's Leases from the cluster of
@@ -467,7 +491,9 @@ func (a *app) describeCommand() *cobra.Command {
 		Short: "Print the stores and controllers the modules declare, without contacting a cluster (unless --cluster)",
 		Long: `Print the stores and controllers the modules declare, without contacting a cluster.
 With --cluster, also read the sharding group from the cluster of --kubeconfig
-(its Leases, and the metadata of the sharded stores' objects).
+(its Leases, and the metadata of the sharded stores' objects), and check
+each member cluster --cluster-kubeconfig names as it would join: each store
+asked for in every member is served there and may be listed and watched.
 
 --output json prints a Graph object:
   {"requests": N, "specs": M, "informers": K,
@@ -488,7 +514,7 @@ With --cluster, also read the sharding group from the cluster of --kubeconfig
                 "members": [{"name", "state", "host", "since", "attempts", "error", "stores": [...]}]}}
 Store keys in "primary" and "secondary" match a store's "key". "clusters" is
 what the app asks of every member cluster (fxcluster), its stores keyed in
-cluster "*"; as describe connects to no cluster, it lists no members.`,
+cluster "*"; its members are those --cluster checked, ready or failed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			g, err := a.describe(cmd.Context(), cluster)
@@ -511,7 +537,7 @@ cluster "*"; as describe connects to no cluster, it lists no members.`,
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json, or mermaid (a flowchart of stores, views, consumers and controllers, which GitHub renders in Markdown)")
-	cmd.Flags().BoolVar(&cluster, "cluster", false, "also read the sharding group from the cluster of --kubeconfig: which replica holds each bucket, how many objects of the sharded stores each bucket and replica has, and the handovers")
+	cmd.Flags().BoolVar(&cluster, "cluster", false, "also read the sharding group from the cluster of --kubeconfig: which replica holds each bucket, how many objects of the sharded stores each bucket and replica has, and the handovers; and check each member cluster of --cluster-kubeconfig")
 	return cmd
 }
 

@@ -430,3 +430,39 @@ func (f *Fleet) Clusters() []ClusterInfo {
 // Stores describes the stores asked for in every member, as their keys
 // name them in cluster "*".
 func (f *Fleet) Stores() []fxstore.StoreInfo { return f.asked.Stores() }
+
+// Check connects to the cluster of cfg as the member name would join,
+// without starting its stores: each store asked for in every member is
+// checked at its source (its kind is served, and it may be listed and
+// watched). The member is Ready if every store passes, else Failed with
+// every store's cause. describe --cluster checks the members its flags
+// name so.
+func (f *Fleet) Check(ctx context.Context, name ClusterName, cfg *rest.Config) ClusterInfo {
+	info := ClusterInfo{Name: name, State: Ready, Host: cfg.Host, Since: time.Now(), Attempts: 1}
+	fail := func(err error) ClusterInfo {
+		info.State, info.Err = Failed, err
+		return info
+	}
+	if err := checkName(name); err != nil {
+		return fail(err)
+	}
+	conn, err := connection.New(rest.CopyConfig(cfg), f.scheme)
+	if err != nil {
+		return fail(fmt.Errorf("cluster %q: %w", name, err))
+	}
+	defer conn.HTTPClient.CloseIdleConnections()
+	src := f.opts.NewSource(conn)
+	var errs []error
+	for _, s := range f.asked.Stores() {
+		key := s.Key
+		key.Cluster = string(name)
+		if _, err := src.Bind(ctx, key); err != nil {
+			errs = append(errs, &fxstore.StoreError{Key: key, Err: err})
+		}
+		info.Stores = append(info.Stores, fxstore.StoreInfo{Key: key, Consumers: s.Consumers})
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fail(fmt.Errorf("cluster %q cannot join:\n%w", name, err))
+	}
+	return info
+}

@@ -1,7 +1,9 @@
 package test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -101,4 +103,46 @@ func TestClusterFlags(t *testing.T) {
 		cancel()
 		require.NoError(t, <-exited)
 	})
+}
+
+// describe --cluster checks each member --cluster-kubeconfig names as it
+// would join, without running the app: a member whose stores may be
+// listed and watched is ready; one whose user may read nothing, and one
+// no request reaches, are failed, each named with its cause.
+func TestDescribeChecksMemberClusters(t *testing.T) {
+	member := testenv.Members(t, 1)[0]
+	locked, err := member.AddUser("nobody")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	files := map[string]*rest.Config{
+		"east":   member.Config,
+		"locked": locked,
+		"away":   {Host: "https://" + testenv.LoopbackAddr(t), TLSClientConfig: rest.TLSClientConfig{Insecure: true}},
+	}
+	args := []string{"describe", "--cluster", "-o", "json", "--kubeconfig", testenv.KubeconfigPath(t), "--shard-namespace", "default"}
+	for name, cfg := range files {
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(path, testenv.Kubeconfig(t, cfg), 0o600))
+		args = append(args, "--cluster-kubeconfig", name+"="+path)
+	}
+	cmd := app.Command("fxkube-fleet", fleet.Module)
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs(args)
+	require.NoError(t, cmd.ExecuteContext(t.Context()))
+	var g app.Graph
+	require.NoError(t, json.Unmarshal(out.Bytes(), &g), out.String())
+	require.NotNil(t, g.Clusters)
+	members := map[string]app.Member{}
+	for _, m := range g.Clusters.Members {
+		members[m.Name] = m
+	}
+	require.Len(t, members, 3)
+	assert.Equal(t, "ready", members["east"].State, members["east"].Error)
+	require.Len(t, members["east"].Stores, 1)
+	assert.Equal(t, `ConfigMap/v1 (cluster "east", all namespaces, labels "fxkube.io/fleet-copy=true")`, members["east"].Stores[0].Key)
+	assert.Equal(t, "failed", members["locked"].State)
+	assert.Contains(t, members["locked"].Error, "forbidden")
+	assert.Equal(t, "failed", members["away"].State)
+	assert.Contains(t, members["away"].Error, files["away"].Host)
 }

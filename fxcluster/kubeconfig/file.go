@@ -340,3 +340,10 @@ func ProvideFiles(opts FileOptions) fx.Option {
 		return NewFileProvider(o)
 	}, fx.ResultTags(`group:"`+contract.ClusterProvidersGroup+`"`)))
 }
+
+// Load reads f's kubeconfig and returns the rest config of its context,
+// as FileProvider would engage it.
+func (f File) Load() (*rest.Config, error) {
+	cfg, _, err := loadFile(f)
+	return cfg, err
+}
