@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 	"k8s.io/client-go/rest"
 
@@ -48,6 +49,22 @@ func staticProvider(members map[fxcluster.ClusterName]*rest.Config) (_ fxcluster
 	}
 }
 
+// startFleetApp starts an app of the fleet module on the app's own
+// cluster, whose provider engages members, with lc's timeouts and
+// endpoints and more options. It returns the fleet, and what makes a
+// member leave; the app stops when the test ends.
+func startFleetApp(t *testing.T, members map[fxcluster.ClusterName]*rest.Config, lc lifecycle.Config, level zapcore.Level, more ...fx.Option) (_ *fxcluster.Fleet, leave func(fxcluster.ClusterName)) {
+	t.Helper()
+	provider, leave := staticProvider(members)
+	var f *fxcluster.Fleet
+	lc.SyncTimeout = 20 * time.Second
+	app := testenv.App(t, testenv.Config(t), lc, zaptest.NewLogger(t, zaptest.Level(level)),
+		append([]fx.Option{fxcluster.Module, fxcluster.WithProvider(func() fxcluster.Provider { return provider }), fleet.Module, fx.Populate(&f)}, more...)...)
+	app.RequireStart()
+	t.Cleanup(app.RequireStop)
+	return f, leave
+}
+
 // An app running the fleet module on two members that work and one that
 // no request reaches. /metrics has each member's state and its stores'
 // series; /readyz?verbose lists each member, and the one that fails
@@ -56,23 +73,10 @@ func staticProvider(members map[fxcluster.ClusterName]*rest.Config) (_ fxcluster
 func TestFleetIsOperable(t *testing.T) {
 	cps := testenv.Members(t, 2)
 	away := &rest.Config{Host: "https://" + testenv.LoopbackAddr(t), TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
-	provider, leave := staticProvider(map[fxcluster.ClusterName]*rest.Config{"east": cps[0].Config, "west": cps[1].Config, "away": away})
-
 	probes, metrics := testenv.LoopbackAddr(t), testenv.LoopbackAddr(t)
-	var (
-		f   *fxcluster.Fleet
-		reg *fxstore.Registry
-	)
-	running := testenv.App(t, testenv.Config(t),
-		lifecycle.Config{SyncTimeout: 20 * time.Second, HealthProbeBindAddress: probes, MetricsBindAddress: metrics},
-		zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)),
-		fxcluster.Module,
-		fxcluster.WithProvider(func() fxcluster.Provider { return provider }),
-		fleet.Module,
-		fx.Populate(&f, &reg),
-	)
-	running.RequireStart()
-	defer running.RequireStop()
+	var reg *fxstore.Registry
+	f, leave := startFleetApp(t, map[fxcluster.ClusterName]*rest.Config{"east": cps[0].Config, "west": cps[1].Config, "away": away},
+		lifecycle.Config{HealthProbeBindAddress: probes, MetricsBindAddress: metrics}, zap.InfoLevel, fx.Populate(&reg))
 
 	const copies = `ConfigMap/v1 (cluster \"%s\", all namespaces, labels \"fxkube.io/fleet-copy=true\")`
 	series := func(format, cluster string) string {

@@ -113,43 +113,13 @@ func (r *shareReplica) ready() []fxcluster.ClusterName {
 // Under steady writes to every member, no member is ever reconciled by
 // both replicas at once.
 func TestReplicasShareMembersOut(t *testing.T) {
-	ctx := t.Context()
 	own := testenv.Config(t)
 	ownKube := kubernetes.NewForConfigOrDie(own)
 	ns := testenv.Namespace(t, ownKube, "share")
 	cps := testenv.Members(t, 2)
 	configs := []*rest.Config{cps[0].Config, cps[1].Config, own}
 
-	// Names of the three members: two in bucket 0 and one in bucket 1,
-	// so that each replica holds some.
-	buckets, err := fxshard.NewBuckets(2)
-	require.NoError(t, err)
-	members := map[fxcluster.ClusterName]*rest.Config{}
-	inBucket := [2]int{}
-	for i := 0; len(members) < 3; i++ {
-		name := fxcluster.ClusterName(fmt.Sprintf("member-%d", i))
-		b := buckets.OfValue(string(name))
-		if inBucket[b] == 2-b {
-			continue
-		}
-		inBucket[b]++
-		members[name] = configs[len(members)]
-	}
-	names := slices.Sorted(func(yield func(fxcluster.ClusterName) bool) {
-		for n := range members {
-			if !yield(n) {
-				return
-			}
-		}
-	})
-	kubes := map[fxcluster.ClusterName]kubernetes.Interface{}
-	for name, cfg := range members {
-		kubes[name] = kubernetes.NewForConfigOrDie(cfg)
-		_, err := kubes[name].CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shared"}}, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			require.NoError(t, err)
-		}
-	}
+	names, members, kubes := shareMembers(t, configs)
 
 	var log testenv.Records[reconciled]
 	a := startShareReplica(t, "replica-a", ns, members, &log)
@@ -170,22 +140,7 @@ func TestReplicasShareMembersOut(t *testing.T) {
 	requireShared(a, b)
 
 	// Steady writes to every member make reconciles.
-	writeCtx, stopWriting := context.WithCancel(ctx)
-	var writer sync.WaitGroup
-	writer.Go(func() {
-		for i := 0; writeCtx.Err() == nil; i++ {
-			for name, kube := range kubes {
-				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "shared", Name: fmt.Sprintf("%s-%d", name, i%20)}}
-				if _, err := kube.CoreV1().ConfigMaps("shared").Create(writeCtx, cm, metav1.CreateOptions{}); err != nil && writeCtx.Err() == nil && !apierrors.IsAlreadyExists(err) {
-					t.Errorf("write to %s: %v", name, err)
-					return
-				}
-				_ = kube.CoreV1().ConfigMaps("shared").Delete(writeCtx, cm.Name, metav1.DeleteOptions{})
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	})
-	t.Cleanup(func() { stopWriting(); writer.Wait() })
+	stopWriting := writeSteadily(t, kubes)
 	time.Sleep(time.Second)
 	before := map[string]int{}
 	for _, r := range log.All() {
@@ -205,7 +160,6 @@ func TestReplicasShareMembersOut(t *testing.T) {
 		"a's members have left it: their stores are freed")
 	time.Sleep(time.Second) // b reconciles its new members
 	stopWriting()
-	writer.Wait()
 
 	overlaps, counts := checkNoOverlap(log.All())
 	assert.Empty(t, overlaps, "no member reconciled by both replicas at once")
@@ -299,7 +253,6 @@ func (p *fleetProcess) reconciles(t *testing.T) []reconciled {
 // Leases expire, with controller-runtime's timings, and no member is
 // reconciled by both replicas at once.
 func TestKilledReplicasMembersAreTakenOver(t *testing.T) {
-	ctx := t.Context()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "fleetapp")
 	out, err := exec.Command("go", "build", "-o", bin, "github.com/fxkube/fxkube/test/fleetapp").CombinedOutput()
@@ -310,31 +263,13 @@ func TestKilledReplicasMembersAreTakenOver(t *testing.T) {
 	ns := testenv.Namespace(t, ownKube, "share")
 	cps := testenv.Members(t, 2)
 	configs := []*rest.Config{cps[0].Config, cps[1].Config, own}
-	buckets, err := fxshard.NewBuckets(2)
-	require.NoError(t, err)
+	names, members, kubes := shareMembers(t, configs)
 	args := []string{"--kubeconfig", testenv.KubeconfigPath(t), "--shard-clusters", "--shard-buckets", "2", "--shard-namespace", ns, "--stop-timeout", "5s"}
-	var names []fxcluster.ClusterName
-	kubes := map[fxcluster.ClusterName]kubernetes.Interface{}
-	inBucket := [2]int{}
-	for i := 0; len(names) < 3; i++ {
-		name := fxcluster.ClusterName(fmt.Sprintf("member-%d", i))
-		b := buckets.OfValue(string(name))
-		if inBucket[b] == 2-b {
-			continue
-		}
-		inBucket[b]++
-		cfg := configs[len(names)]
+	for _, name := range names {
 		path := filepath.Join(dir, string(name)+".kubeconfig")
-		require.NoError(t, os.WriteFile(path, testenv.Kubeconfig(t, cfg), 0o600))
+		require.NoError(t, os.WriteFile(path, testenv.Kubeconfig(t, members[name]), 0o600))
 		args = append(args, "--cluster-kubeconfig", string(name)+"="+path)
-		kubes[name] = kubernetes.NewForConfigOrDie(cfg)
-		_, err := kubes[name].CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shared"}}, metav1.CreateOptions{})
-		if !apierrors.IsAlreadyExists(err) {
-			require.NoError(t, err)
-		}
-		names = append(names, name)
 	}
-	slices.Sort(names)
 
 	a := startFleetProcess(t, bin, "a", args)
 	b := startFleetProcess(t, bin, "b", args)
@@ -349,22 +284,7 @@ func TestKilledReplicasMembersAreTakenOver(t *testing.T) {
 		assert.Equal(c, names, all, "each member runs on one replica")
 	}, 2*time.Minute, 100*time.Millisecond, "a: %s\nb: %s", a.logs, b.logs)
 
-	writeCtx, stopWriting := context.WithCancel(ctx)
-	var writer sync.WaitGroup
-	writer.Go(func() {
-		for i := 0; writeCtx.Err() == nil; i++ {
-			for name, kube := range kubes {
-				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "shared", Name: fmt.Sprintf("cm-%d", i%20)}}
-				if _, err := kube.CoreV1().ConfigMaps("shared").Create(writeCtx, cm, metav1.CreateOptions{}); err != nil && writeCtx.Err() == nil && !apierrors.IsAlreadyExists(err) {
-					t.Errorf("write to %s: %v", name, err)
-					return
-				}
-				_ = kube.CoreV1().ConfigMaps("shared").Delete(writeCtx, cm.Name, metav1.DeleteOptions{})
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	})
-	t.Cleanup(func() { stopWriting(); writer.Wait() })
+	stopWriting := writeSteadily(t, kubes)
 	time.Sleep(2 * time.Second)
 
 	killed := time.Now()
@@ -375,7 +295,6 @@ func TestKilledReplicasMembersAreTakenOver(t *testing.T) {
 	took := time.Since(killed)
 	time.Sleep(2 * time.Second) // b reconciles what it took
 	stopWriting()
-	writer.Wait()
 	require.NoError(t, b.cmd.Process.Signal(syscall.SIGTERM))
 	select {
 	case err := <-b.exited:
@@ -396,4 +315,55 @@ func TestKilledReplicasMembersAreTakenOver(t *testing.T) {
 	assert.Positive(t, bAfter, "b reconciles a's members")
 	t.Logf("a held %v; b took them over %s after SIGKILL (LeaseDuration 15s, RetryPeriod 2s); reconciles: %v, %d by b of a's members after the kill",
 		aHad, took.Round(time.Millisecond), counts, bAfter)
+}
+
+// shareMembers names three members, over configs, for two replicas that
+// share them out through two buckets: two in bucket 0 and one in bucket
+// 1, so that each replica holds some. Each has a namespace "shared".
+func shareMembers(t *testing.T, configs []*rest.Config) (names []fxcluster.ClusterName, members map[fxcluster.ClusterName]*rest.Config, kubes map[fxcluster.ClusterName]kubernetes.Interface) {
+	t.Helper()
+	buckets, err := fxshard.NewBuckets(2)
+	require.NoError(t, err)
+	members, kubes = map[fxcluster.ClusterName]*rest.Config{}, map[fxcluster.ClusterName]kubernetes.Interface{}
+	inBucket := [2]int{}
+	for i := 0; len(names) < len(configs); i++ {
+		name := fxcluster.ClusterName(fmt.Sprintf("member-%d", i))
+		b := buckets.OfValue(string(name))
+		if inBucket[b] == 2-b {
+			continue
+		}
+		inBucket[b]++
+		cfg := configs[len(names)]
+		members[name], kubes[name] = cfg, kubernetes.NewForConfigOrDie(cfg)
+		_, err := kubes[name].CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shared"}}, metav1.CreateOptions{})
+		if !apierrors.IsAlreadyExists(err) {
+			require.NoError(t, err)
+		}
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names, members, kubes
+}
+
+// writeSteadily creates and deletes ConfigMaps in namespace "shared" of
+// every member until stop, so that their controllers reconcile.
+func writeSteadily(t *testing.T, kubes map[fxcluster.ClusterName]kubernetes.Interface) (stop func()) {
+	ctx, cancel := context.WithCancel(t.Context())
+	var writer sync.WaitGroup
+	writer.Go(func() {
+		for i := 0; ctx.Err() == nil; i++ {
+			for name, kube := range kubes {
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "shared", Name: fmt.Sprintf("cm-%d", i%20)}}
+				if _, err := kube.CoreV1().ConfigMaps("shared").Create(ctx, cm, metav1.CreateOptions{}); err != nil && ctx.Err() == nil && !apierrors.IsAlreadyExists(err) {
+					t.Errorf("write to %s: %v", name, err)
+					return
+				}
+				_ = kube.CoreV1().ConfigMaps("shared").Delete(ctx, cm.Name, metav1.DeleteOptions{})
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	stop = sync.OnceFunc(func() { cancel(); writer.Wait() })
+	t.Cleanup(stop)
+	return stop
 }

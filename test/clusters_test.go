@@ -6,9 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/fx"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,19 +39,8 @@ func TestFleetAcrossClusters(t *testing.T) {
 		"west": kubernetes.NewForConfigOrDie(cps[1].Config),
 	}
 
-	provider, leave := staticProvider(members)
-
 	probes := testenv.LoopbackAddr(t)
-	var f *fxcluster.Fleet
-	app := testenv.App(t, own, lifecycle.Config{SyncTimeout: 20 * time.Second, HealthProbeBindAddress: probes},
-		zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)),
-		fxcluster.Module,
-		fxcluster.WithProvider(func() fxcluster.Provider { return provider }),
-		fleet.Module,
-		fx.Populate(&f),
-	)
-	app.RequireStart()
-	defer app.RequireStop()
+	f, leave := startFleetApp(t, members, lifecycle.Config{HealthProbeBindAddress: probes}, zap.InfoLevel)
 
 	ns := testenv.Namespace(t, ownKube, "fleet")
 	source := &corev1.ConfigMap{
@@ -158,18 +145,8 @@ func TestMemberAPIServerStoppedFailsAloneAndRecovers(t *testing.T) {
 		"east": kubernetes.NewForConfigOrDie(cps[0].Config),
 		"west": kubernetes.NewForConfigOrDie(cps[1].Config),
 	}
-	provider, _ := staticProvider(members)
 	probes := testenv.LoopbackAddr(t)
-	var f *fxcluster.Fleet
-	app := testenv.App(t, own, lifecycle.Config{SyncTimeout: 20 * time.Second, HealthProbeBindAddress: probes},
-		zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
-		fxcluster.Module,
-		fxcluster.WithProvider(func() fxcluster.Provider { return provider }),
-		fleet.Module,
-		fx.Populate(&f),
-	)
-	app.RequireStart()
-	defer app.RequireStop()
+	f, _ := startFleetApp(t, members, lifecycle.Config{HealthProbeBindAddress: probes}, zap.WarnLevel)
 
 	ns := testenv.Namespace(t, ownKube, "fleet")
 	source := &corev1.ConfigMap{

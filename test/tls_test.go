@@ -33,6 +33,28 @@ func exampleApp() *cobra.Command {
 	return app.Command("fxkube", rollout.Module, mirror.Module, checksum.Module, helloWebhook)
 }
 
+// runUntilReady runs cmd with args until its /readyz at probes passes,
+// and stops it, checking it stops cleanly, when the test ends.
+func runUntilReady(t *testing.T, cmd *cobra.Command, probes string, args ...string) {
+	t.Helper()
+	cmd.SetArgs(args)
+	ctx, cancel := context.WithCancel(t.Context())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.ExecuteContext(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-exited:
+			assert.NoError(t, err, "the app stops cleanly")
+		case <-time.After(time.Minute):
+			t.Error("the app did not stop")
+		}
+	})
+	require.Eventually(t, func() bool { return len(exited) > 0 || testenv.Status(probes, "/readyz") == http.StatusOK },
+		time.Minute, 50*time.Millisecond, "the app becomes ready")
+	require.Empty(t, exited, "the app exited")
+}
+
 // The example app run with --tls-min-version VersionTLS13, secure metrics
 // and a webhook refuses TLS 1.2 handshakes and serves TLS 1.3 ones, on
 // both servers.
@@ -42,26 +64,10 @@ func TestExampleAppTLSMinVersion(t *testing.T) {
 	require.NoError(t, err)
 	certs := t.TempDir()
 	testenv.WriteServingCertificate(t, certs)
-	cmd := exampleApp()
-	cmd.SetArgs([]string{"run", "--kubeconfig", testenv.KubeconfigPath(t), "--log-level", "warn",
+	runUntilReady(t, exampleApp(), probes, "run", "--kubeconfig", testenv.KubeconfigPath(t), "--log-level", "warn",
 		"--metrics-bind-address", metrics, "--metrics-secure", "--health-probe-bind-address", probes,
 		"--webhook-port", webhookPort, "--webhook-cert-path", certs, "--shard-namespace", "default",
-		"--tls-min-version", "VersionTLS13"})
-	ctx, cancel := context.WithCancel(t.Context())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.ExecuteContext(ctx) }()
-	defer func() {
-		cancel()
-		select {
-		case err := <-exited:
-			assert.NoError(t, err, "the app stops cleanly")
-		case <-time.After(time.Minute):
-			t.Error("the app did not stop")
-		}
-	}()
-	require.Eventually(t, func() bool { return len(exited) > 0 || testenv.Status(probes, "/readyz") == http.StatusOK },
-		time.Minute, 50*time.Millisecond, "the app becomes ready")
-	require.Empty(t, exited, "the app exited")
+		"--tls-min-version", "VersionTLS13")
 
 	for server, addr := range map[string]string{"metrics": metrics, "webhooks": webhooks} {
 		t.Run(server, func(t *testing.T) {
