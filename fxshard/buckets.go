@@ -73,8 +73,9 @@ func (b Buckets) Of(obj runtime.Object, key string) (int, error) {
 	return b.OfValue(value), nil
 }
 
-// ofValue returns the bucket of a shard key's value, hashed as the API
-// server hashes it.
+// OfValue returns the bucket of a shard key's value, hashed as the API
+// server hashes it: any string a replica's share is decided by, such as
+// a member cluster's name.
 func (b Buckets) OfValue(value string) int {
 	// HashField always writes 16 hex digits, which parse.
 	hash, _ := strconv.ParseUint(sharding.HashField(value), 16, 64)

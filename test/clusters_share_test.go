@@ -210,7 +210,7 @@ func startFleetProcess(t *testing.T, bin, name string, args []string) *fleetProc
 	t.Cleanup(func() {
 		if p.cmd.ProcessState == nil {
 			_ = p.cmd.Process.Kill()
-			<-p.exited
+			t.Logf("killed %s: %v", p.name, <-p.exited)
 		}
 	})
 	return p
@@ -289,7 +289,7 @@ func TestKilledReplicasMembersAreTakenOver(t *testing.T) {
 
 	killed := time.Now()
 	require.NoError(t, a.cmd.Process.Kill())
-	<-a.exited
+	require.Error(t, <-a.exited, "a was killed")
 	require.Eventually(t, func() bool { return slices.Equal(names, b.runs(names)) }, 2*time.Minute, 50*time.Millisecond,
 		"b takes a's members over; b: %s", b.logs)
 	took := time.Since(killed)
