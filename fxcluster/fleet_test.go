@@ -3,6 +3,7 @@ package fxcluster_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -264,6 +265,46 @@ func TestStoresAndControllersInChosenMembers(t *testing.T) {
 
 	_, err = fxcluster.ForClusters[*corev1.ConfigMap](env.fleet, nil, fxstore.Spec{})
 	require.ErrorContains(t, err, "fxcluster.For")
+}
+
+// Stores asked for in every member dedupe and plan views per member, as
+// the app's own do: two requests of one spec are one store, and a
+// narrower spec is a view of a broader one, in each member alike.
+func TestMembersDedupeAndPlanViews(t *testing.T) {
+	sources := map[string]*fxstoretest.Source{
+		"https://a": fxstoretest.NewSource(clientgoscheme.Scheme, testenv.ConfigMap("web", "x", testenv.Labels{"team": "t"})),
+		"https://b": fxstoretest.NewSource(clientgoscheme.Scheme),
+	}
+	env := newFleetEnv(t, sources)
+	broad, err := fxcluster.For[*corev1.ConfigMap](env.fleet, fxstore.Spec{}, fxstore.WithConsumer("one"))
+	require.NoError(t, err)
+	_, err = fxcluster.For[*corev1.ConfigMap](env.fleet, fxstore.Spec{}, fxstore.WithConsumer("two"))
+	require.NoError(t, err)
+	narrow, err := fxcluster.For[*corev1.ConfigMap](env.fleet, fxstore.Spec{LabelSelector: "team=t"}, fxstore.WithConsumer("three"))
+	require.NoError(t, err)
+	aware := env.run()
+	for _, name := range []fxcluster.ClusterName{"a", "b"} {
+		require.NoError(t, aware.Engage(t.Context(), name, configFor("https://"+string(name))))
+		info := env.requireState(name, fxcluster.Ready)
+		require.Len(t, info.Stores, 2, "in %s: one store of each spec", name)
+		byKey := map[string]fxstore.StoreInfo{}
+		for _, s := range info.Stores {
+			byKey[s.Key.String()] = s
+		}
+		b := byKey[fmt.Sprintf(`ConfigMap/v1 (cluster %q, all namespaces)`, name)]
+		assert.Equal(t, []string{"one", "two"}, b.Consumers, "in %s", name)
+		n := byKey[fmt.Sprintf(`ConfigMap/v1 (cluster %q, all namespaces, labels "team=t")`, name)]
+		if assert.NotNil(t, n.ViewOf, "in %s: the narrower spec is a view", name) {
+			assert.Equal(t, b.Key, *n.ViewOf)
+		}
+	}
+	inA, err := narrow.In("a")
+	require.NoError(t, err)
+	list, err := inA.List()
+	require.NoError(t, err)
+	assert.Len(t, list, 1, "the view serves its objects")
+	_, err = broad.In("b")
+	require.NoError(t, err)
 }
 
 // A member that leaves lets its reconcile in flight finish before its
