@@ -91,6 +91,12 @@ func startFxkubeInMember(t *testing.T, cfg *rest.Config, setup func(ctrl.Manager
 			fxcontroller.WithName("task-operator"),
 			fxcontroller.WithManagerOptions(managerOptions(t)),
 			fxcontroller.InEveryMemberCluster()),
+		// Another module reads Tasks in every member: the operator's
+		// cache and it share one store there.
+		fx.Invoke(func(f *fxcluster.Fleet) error {
+			_, err := fxcluster.For[*batchv1.Task](f, fxstore.Spec{}, fxstore.WithConsumer("another-module"))
+			return err
+		}),
 		lifecycle.Options(lifecycletest.EnvtestConfig(envtest.WebhookInstallOptions{})),
 		fx.Populate(&fleet),
 	)
@@ -112,4 +118,17 @@ func startFxkubeInMember(t *testing.T, cfg *rest.Config, setup func(ctrl.Manager
 		_, err := fleet.GetCluster(ctx, "tests")
 		return err == nil
 	}, time.Minute, 50*time.Millisecond, "the member joins")
+	var tasks []fxstore.StoreInfo
+	require.Eventually(t, func() bool {
+		tasks = nil
+		for _, m := range fleet.Clusters() {
+			for _, s := range m.Stores {
+				if s.Key.Kind.Kind == "Task" {
+					tasks = append(tasks, s)
+				}
+			}
+		}
+		return len(tasks) == 1 && len(tasks[0].Consumers) == 2
+	}, time.Minute, 50*time.Millisecond, "one Task store in the member, for the operator and the other module: %v", tasks)
+	require.Contains(t, tasks[0].Consumers, "another-module")
 }
