@@ -158,10 +158,10 @@ func (d *Decoder) DecodeInto(b []byte, obj any, p unsafe.Pointer) error {
 }
 
 // DecodeList decodes b, the encoding of a list of d's objects, into
-// list, a pointer to a zero list of a generated type whose items are
+// into, a pointer to a zero list of a generated type whose items are
 // d's objects.
-func (d *Decoder) DecodeList(b []byte, list any) error {
-	lv := reflect.ValueOf(list)
+func (d *Decoder) DecodeList(b []byte, into any) error {
+	lv := reflect.ValueOf(into)
 	lp := planOf(lv.Type().Elem())
 	var items *fieldPlan
 	if lp != nil {

@@ -173,3 +173,36 @@ func TestDecodeAheadOfTheStoreWritesNothingShared(t *testing.T) {
 	require.True(t, equality.Semantic.DeepEqual(generated(t, raw, true), got))
 	assert.Same(t, unsafe.SliceData(aheadPod.Spec.Containers), unsafe.SliceData(got.(*corev1.Pod).Spec.Containers), "containers")
 }
+
+// A list decodes as the generated code decodes it, its items taken by
+// the table and sharing what they repeat; a list that does not parse
+// fails with the generated code's error.
+func TestDecodeListAsGenerated(t *testing.T) {
+	s := newStore(t, &corev1.Pod{}, WithoutManagedFields())
+	deployment := workload.Deployment("shop", 1, 4)
+	list := &corev1.PodList{}
+	list.ResourceVersion, list.Continue = "42", "next"
+	for r := range 4 {
+		list.Items = append(list.Items, *withManagedFields(workload.Pod(deployment, r)))
+	}
+	raw, err := list.Marshal()
+	require.NoError(t, err)
+
+	want := &corev1.PodList{}
+	require.NoError(t, want.Unmarshal(raw))
+	for i := range want.Items {
+		want.Items[i].ManagedFields = nil
+	}
+	got := &corev1.PodList{}
+	require.NoError(t, s.decoder.DecodeList(raw, got))
+	requireSame(t, want, got)
+	assert.Same(t, unsafe.SliceData(got.Items[1].Spec.Containers[0].Env), unsafe.SliceData(got.Items[2].Spec.Containers[0].Env), "items share")
+
+	truncated := raw[:len(raw)-7]
+	wantErr := (&corev1.PodList{}).Unmarshal(truncated)
+	require.Error(t, wantErr)
+	err = s.decoder.DecodeList(truncated, &corev1.PodList{})
+	require.Error(t, err)
+	assert.Equal(t, wantErr.Error(), err.Error())
+	require.ErrorContains(t, s.decoder.DecodeList(raw, &corev1.ConfigMapList{}), "is not a list of")
+}
