@@ -38,13 +38,34 @@ type Running struct {
 	usersMu sync.Mutex
 }
 
+// startAttempts is how many times Start tries, each on fresh ports.
+const startAttempts = 3
+
 // Start starts etcd and kube-apiserver from the binaries in dir, listening on
 // 127.0.0.1 only, through controller-runtime's envtest.
-func Start(dir string, opts ...Option) (_ *Running, err error) {
+//
+// The ports are picked free, then released for the processes to bind.
+// Meanwhile another process may take one: a client's connection gets its
+// local port from the same range. envtest retries on the same ports, so
+// Start tries again on fresh ones, up to startAttempts times.
+func Start(dir string, opts ...Option) (*Running, error) {
 	if err := Check(dir); err != nil {
 		return nil, err
 	}
 	o := newOptions(opts)
+	var errs []error
+	for range startAttempts {
+		r, err := start(dir, o)
+		if err == nil {
+			return r, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
+}
+
+// start makes one attempt of Start, on ports it picks.
+func start(dir string, o options) (_ *Running, err error) {
 	// envtest lets the resolver pick the address for "localhost"; pin every
 	// listener to IPv4 loopback instead, so that nothing is reachable from
 	// outside the machine whatever the resolver says.
