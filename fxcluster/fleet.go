@@ -431,6 +431,19 @@ func (f *Fleet) Clusters() []ClusterInfo {
 // name them in cluster "*".
 func (f *Fleet) Stores() []fxstore.StoreInfo { return f.asked.Stores() }
 
+// asksIn reports whether a store of key, in cluster "*", is asked for in
+// the member name by a declaration.
+func (f *Fleet) asksIn(key fxstore.Key, name ClusterName) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, d := range f.declared {
+		if m, ok := d.(Members); ok && m.Key() == key && m.asksIn(name) {
+			return true
+		}
+	}
+	return false
+}
+
 // Check connects to the cluster of cfg as the member name would join,
 // without starting its stores: each store asked for in every member is
 // checked at its source (its kind is served, and it may be listed and
@@ -454,6 +467,9 @@ func (f *Fleet) Check(ctx context.Context, name ClusterName, cfg *rest.Config) C
 	src := f.opts.NewSource(conn)
 	var errs []error
 	for _, s := range f.asked.Stores() {
+		if !f.asksIn(s.Key, name) {
+			continue // asked for in other members only (ForClusters)
+		}
 		key := s.Key
 		key.Cluster = string(name)
 		if _, err := src.Bind(ctx, key); err != nil {

@@ -307,6 +307,36 @@ func TestMembersDedupeAndPlanViews(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// Check binds, as a joining member would, the stores asked for in that
+// member: not those asked for in other members only. (A member that
+// fails the check: TestDescribeChecksMemberClusters, on an API server.)
+func TestCheckBindsTheMembersStores(t *testing.T) {
+	sources := map[string]*fxstoretest.Source{
+		"https://a": fxstoretest.NewSource(clientgoscheme.Scheme),
+		"https://b": fxstoretest.NewSource(clientgoscheme.Scheme),
+	}
+	env := newFleetEnv(t, sources)
+	_, err := fxcluster.For[*corev1.ConfigMap](env.fleet, fxstore.Spec{})
+	require.NoError(t, err)
+	_, err = fxcluster.ForClusters[*corev1.Secret](env.fleet, []fxcluster.ClusterName{"a"}, fxstore.Spec{})
+	require.NoError(t, err)
+	keys := func(info fxcluster.ClusterInfo) []string {
+		var out []string
+		for _, s := range info.Stores {
+			out = append(out, s.Key.String())
+		}
+		return out
+	}
+
+	a := env.fleet.Check(t.Context(), "a", configFor("https://a"))
+	require.NoError(t, a.Err)
+	assert.Equal(t, fxcluster.Ready, a.State)
+	assert.Equal(t, []string{`ConfigMap/v1 (cluster "a", all namespaces)`, `Secret/v1 (cluster "a", all namespaces)`}, keys(a))
+	b := env.fleet.Check(t.Context(), "b", configFor("https://b"))
+	require.NoError(t, b.Err)
+	assert.Equal(t, []string{`ConfigMap/v1 (cluster "b", all namespaces)`}, keys(b), "the Secrets are asked for in a only")
+}
+
 // A member that leaves lets its reconcile in flight finish before its
 // stores stop, and drops the requests queued for it.
 func TestLeavingMemberFinishesWorkInFlight(t *testing.T) {
