@@ -420,14 +420,18 @@ func (m *member) info() ClusterInfo {
 // failing makes info, of a Ready member, Failing if one of its stores
 // fails: since the first began to, with that store's error.
 func failing(info *ClusterInfo) {
-	for _, s := range info.Stores {
-		since := s.Status.FailingSince
-		if since.IsZero() || info.State == Failing && !since.Before(info.Since) {
-			continue
+	var first *fxstore.StoreInfo
+	for i, s := range info.Stores {
+		if since := s.Status.FailingSince; !since.IsZero() && (first == nil || since.Before(first.Status.FailingSince)) {
+			first = &info.Stores[i]
 		}
-		info.State, info.Since = Failing, since
-		info.Err = &fxstore.StoreError{Key: s.Key, Err: &fxstore.FailingError{Since: since, Err: s.Status.LastError}}
 	}
+	if first == nil {
+		return
+	}
+	since := first.Status.FailingSince
+	info.State, info.Since = Failing, since
+	info.Err = &fxstore.StoreError{Key: first.Key, Err: &fxstore.FailingError{Since: since, Err: first.Status.LastError}}
 }
 
 // errLeft is the cause of a reconcile's context ended as its cluster left.
