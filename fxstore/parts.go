@@ -12,7 +12,7 @@ import (
 // objects repeat there, one copy for the stores of every such registry:
 // the same Deployment rolled out to ten clusters keeps one copy of what
 // its Pods repeat. A store's bytes count its share of the parts, by how
-// many objects it holds. The zero Parts is not usable: call NewParts.
+// many objects it holds. The zero Parts is ready to use.
 //
 // Stores of one Go type share one table of parts, whose lock they take
 // as they take each object. Parts of a store that stops go once no other
@@ -23,7 +23,7 @@ type Parts struct {
 }
 
 // NewParts returns Parts no store shares yet.
-func NewParts() *Parts { return &Parts{pools: map[reflect.Type]*share.Pool{}} }
+func NewParts() *Parts { return &Parts{} }
 
 // WithParts makes the registry's stores share the parts of their objects
 // through p, with the stores of every other registry given p. Stores
@@ -41,6 +41,9 @@ func (r *Registry) table(e *entry) *share.Table {
 	}
 	typ := reflect.TypeOf(e.example)
 	r.parts.mu.Lock()
+	if r.parts.pools == nil {
+		r.parts.pools = map[reflect.Type]*share.Pool{}
+	}
 	pool := r.parts.pools[typ]
 	if pool == nil {
 		pool = share.NewPool()
