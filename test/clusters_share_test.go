@@ -192,28 +192,11 @@ func checkNoOverlap(all []reconciled) (overlaps []string, counts map[string]int)
 }
 
 // fleetProcess is a replica of test/fleetapp, run as a process.
-type fleetProcess struct {
-	name   string
-	cmd    *exec.Cmd
-	logs   *testenv.Buffer
-	probes string
-	exited chan error
-}
+type fleetProcess struct{ *testenv.AppProcess }
 
 func startFleetProcess(t *testing.T, bin, name string, args []string) *fleetProcess {
 	t.Helper()
-	p := &fleetProcess{name: name, logs: &testenv.Buffer{}, probes: testenv.LoopbackAddr(t), exited: make(chan error, 1)}
-	p.cmd = exec.Command(bin, append([]string{"run", "--health-probe-bind-address", p.probes, "--metrics-bind-address", "0"}, args...)...)
-	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
-	require.NoError(t, p.cmd.Start())
-	go func() { p.exited <- p.cmd.Wait() }()
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			_ = p.cmd.Process.Kill()
-			t.Logf("killed %s: %v", p.name, <-p.exited)
-		}
-	})
-	return p
+	return &fleetProcess{testenv.StartAppProcess(t, bin, name, args...)}
 }
 
 // runs returns the members ready on the process: its /readyz check of
@@ -221,7 +204,7 @@ func startFleetProcess(t *testing.T, bin, name string, args []string) *fleetProc
 func (p *fleetProcess) runs(names []fxcluster.ClusterName) []fxcluster.ClusterName {
 	var ready []fxcluster.ClusterName
 	for _, name := range names {
-		if testenv.Status(p.probes, "/readyz/"+fxcluster.CheckName(name)) == http.StatusOK {
+		if testenv.Status(p.Probes, "/readyz/"+fxcluster.CheckName(name)) == http.StatusOK {
 			ready = append(ready, name)
 		}
 	}
@@ -232,7 +215,7 @@ func (p *fleetProcess) runs(names []fxcluster.ClusterName) []fxcluster.ClusterNa
 func (p *fleetProcess) reconciles(t *testing.T) []reconciled {
 	t.Helper()
 	var out []reconciled
-	for line := range strings.SplitSeq(p.logs.String(), "\n") {
+	for line := range strings.SplitSeq(p.Logs.String(), "\n") {
 		var e struct {
 			Msg     string
 			Cluster string
@@ -243,7 +226,7 @@ func (p *fleetProcess) reconciles(t *testing.T) []reconciled {
 			continue
 		}
 		at := func(s float64) time.Time { return time.Unix(0, int64(s*1e9)) }
-		out = append(out, reconciled{replica: p.name, cluster: fxcluster.ClusterName(e.Cluster), start: at(e.Began), end: at(e.TS)})
+		out = append(out, reconciled{replica: p.Name, cluster: fxcluster.ClusterName(e.Cluster), start: at(e.Began), end: at(e.TS)})
 	}
 	return out
 }
@@ -282,23 +265,23 @@ func TestKilledReplicasMembersAreTakenOver(t *testing.T) {
 		all := append(slices.Clone(aHad), bHas...)
 		slices.Sort(all)
 		assert.Equal(c, names, all, "each member runs on one replica")
-	}, 2*time.Minute, 100*time.Millisecond, "a: %s\nb: %s", a.logs, b.logs)
+	}, 2*time.Minute, 100*time.Millisecond, "a: %s\nb: %s", a.Logs, b.Logs)
 
 	stopWriting := writeSteadily(t, kubes)
 	time.Sleep(2 * time.Second)
 
 	killed := time.Now()
-	require.NoError(t, a.cmd.Process.Kill())
-	require.Error(t, <-a.exited, "a was killed")
+	require.NoError(t, a.Cmd.Process.Kill())
+	require.Error(t, <-a.Exited, "a was killed")
 	require.Eventually(t, func() bool { return slices.Equal(names, b.runs(names)) }, 2*time.Minute, 50*time.Millisecond,
-		"b takes a's members over; b: %s", b.logs)
+		"b takes a's members over; b: %s", b.Logs)
 	took := time.Since(killed)
 	time.Sleep(2 * time.Second) // b reconciles what it took
 	stopWriting()
-	require.NoError(t, b.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, b.Cmd.Process.Signal(syscall.SIGTERM))
 	select {
-	case err := <-b.exited:
-		require.NoError(t, err, "b stops cleanly: %s", b.logs)
+	case err := <-b.Exited:
+		require.NoError(t, err, "b stops cleanly: %s", b.Logs)
 	case <-time.After(time.Minute):
 		t.Fatal("b did not stop")
 	}

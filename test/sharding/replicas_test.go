@@ -51,37 +51,19 @@ var buildApp = sync.OnceValues(func() (string, error) {
 })
 
 // process is a replica of the app, run from the built binary.
-type process struct {
-	name   string
-	cmd    *exec.Cmd
-	logs   *testenv.Buffer
-	probes string
-	exited chan error
-}
+type process struct{ *testenv.AppProcess }
 
 func startProcess(t *testing.T, bin, kubeconfig, ns, name string) *process {
 	t.Helper()
-	p := &process{name: name, logs: &testenv.Buffer{}, probes: testenv.LoopbackAddr(t), exited: make(chan error, 1)}
-	p.cmd = exec.Command(bin, "run", "--kubeconfig", kubeconfig,
-		"--metrics-bind-address", "0", "--health-probe-bind-address", p.probes, "--stop-timeout", "20s",
+	return &process{testenv.StartAppProcess(t, bin, name, "--kubeconfig", kubeconfig, "--stop-timeout", "20s",
 		// The example's other controllers run on the leader only; the
 		// sharded one on every replica.
 		"--leader-elect", "--leader-election-namespace", ns, "--leader-election-id", "leader",
-		"--shard-namespace", ns)
-	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
-	require.NoError(t, p.cmd.Start())
-	go func() { p.exited <- p.cmd.Wait() }()
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			_ = p.cmd.Process.Kill()
-			t.Logf("killed %s: %v", p.name, <-p.exited)
-		}
-	})
-	return p
+		"--shard-namespace", ns)}
 }
 
 func (p *process) ready() bool {
-	resp, err := http.Get("http://" + p.probes + "/readyz")
+	resp, err := http.Get("http://" + p.Probes + "/readyz")
 	if err != nil {
 		return false
 	}
@@ -100,7 +82,7 @@ func (p *process) written(t *testing.T) []written {
 	var out []written
 	for _, e := range p.logLines(t) {
 		if e.Msg == "checksum written" {
-			out = append(out, written{replica: p.name, key: e.ConfigMap, began: e.Began, ended: e.TS})
+			out = append(out, written{replica: p.Name, key: e.ConfigMap, began: e.Began, ended: e.TS})
 		}
 	}
 	return out
@@ -161,7 +143,7 @@ type logLine struct {
 func (p *process) logLines(t *testing.T) []logLine {
 	t.Helper()
 	var out []logLine
-	sc := bufio.NewScanner(strings.NewReader(p.logs.String()))
+	sc := bufio.NewScanner(strings.NewReader(p.Logs.String()))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		var l logLine
@@ -305,7 +287,7 @@ func checkReplicas(t *testing.T, cfg *rest.Config, kubeconfig string, n int, ser
 		procs = append(procs, startProcess(t, bin, kubeconfig, ns, fmt.Sprintf("r%d", i)))
 	}
 	for _, p := range procs {
-		require.Eventually(t, p.ready, 60*time.Second, 100*time.Millisecond, "%s becomes ready; its logs:\n%s", p.name, p.logs)
+		require.Eventually(t, p.ready, 60*time.Second, 100*time.Millisecond, "%s becomes ready; its logs:\n%s", p.Name, p.Logs)
 	}
 	balancedAmong(3, "three replicas share the buckets")
 	t.Logf("initial objects stamped in %v", stamped("initial objects"))
@@ -317,8 +299,8 @@ func checkReplicas(t *testing.T, cfg *rest.Config, kubeconfig string, n int, ser
 	before, err := fxshard.ReadGroup(ctx, kube, group)
 	require.NoError(t, err)
 	killed := time.Now()
-	require.NoError(t, procs[2].cmd.Process.Kill())
-	assert.Error(t, <-procs[2].exited, "killed")
+	require.NoError(t, procs[2].Cmd.Process.Kill())
+	assert.Error(t, <-procs[2].Exited, "killed")
 	churn()
 	balancedAmong(2, "the killed replica's buckets taken over")
 	t.Logf("buckets taken over %v after SIGKILL", time.Since(killed))
@@ -329,7 +311,7 @@ func checkReplicas(t *testing.T, cfg *rest.Config, kubeconfig string, n int, ser
 	// A new replica: the buckets even out again.
 	joined := time.Now()
 	procs = append(procs, startProcess(t, bin, kubeconfig, ns, "r3"))
-	require.Eventually(t, procs[3].ready, 60*time.Second, 100*time.Millisecond, "r3 becomes ready; its logs:\n%s", procs[3].logs)
+	require.Eventually(t, procs[3].ready, 60*time.Second, 100*time.Millisecond, "r3 becomes ready; its logs:\n%s", procs[3].Logs)
 	balancedAmong(3, "a new replica gets its share")
 	t.Logf("a new replica had its share %v after it started", time.Since(joined))
 	churn()
@@ -338,14 +320,14 @@ func checkReplicas(t *testing.T, cfg *rest.Config, kubeconfig string, n int, ser
 	// SIGTERM: every replica stops cleanly, giving its Leases back.
 	live := []*process{procs[0], procs[1], procs[3]}
 	for _, p := range live {
-		require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+		require.NoError(t, p.Cmd.Process.Signal(syscall.SIGTERM))
 	}
 	for _, p := range live {
 		select {
-		case err := <-p.exited:
-			assert.NoError(t, err, "%s exits 0; its logs:\n%s", p.name, p.logs)
+		case err := <-p.Exited:
+			assert.NoError(t, err, "%s exits 0; its logs:\n%s", p.Name, p.Logs)
 		case <-time.After(60 * time.Second):
-			t.Fatalf("%s still running 60s after SIGTERM; its logs:\n%s", p.name, p.logs)
+			t.Fatalf("%s still running 60s after SIGTERM; its logs:\n%s", p.Name, p.Logs)
 		}
 	}
 	assert.Empty(t, holders(), "every bucket given back")
@@ -374,7 +356,7 @@ func checkReplicas(t *testing.T, cfg *rest.Config, kubeconfig string, n int, ser
 	}
 	t.Logf("%d stamps by replica: %v; %d overlaps", len(all), by, overlaps)
 	for _, p := range procs {
-		assert.Positive(t, by[p.name], "%s stamped its share", p.name)
+		assert.Positive(t, by[p.Name], "%s stamped its share", p.Name)
 		// Each bucket's store lists and watches its bucket when the API
 		// server applies shard selectors; when it does not, each is a
 		// view of one store of the whole spec, which the replica says once.
@@ -386,15 +368,15 @@ func checkReplicas(t *testing.T, cfg *rest.Config, kubeconfig string, n int, ser
 				bucketInformers++
 			case strings.Contains(e.Msg, "does not apply shard selectors"):
 				fallback++
-				assert.False(t, sharded, "%s: the fallback is the store of the whole spec, not a bucket's: %s", p.name, e.Store)
+				assert.False(t, sharded, "%s: the fallback is the store of the whole spec, not a bucket's: %s", p.Name, e.Store)
 			}
 		}
 		if serverFilters {
-			assert.GreaterOrEqual(t, bucketInformers, 5, "%s: each bucket's store lists and watches its bucket (5 buckets or more each)", p.name)
-			assert.Zero(t, fallback, "%s reports no fallback", p.name)
+			assert.GreaterOrEqual(t, bucketInformers, 5, "%s: each bucket's store lists and watches its bucket (5 buckets or more each)", p.Name)
+			assert.Zero(t, fallback, "%s reports no fallback", p.Name)
 		} else {
-			assert.Zero(t, bucketInformers, "%s: no bucket's store lists and watches every object", p.name)
-			assert.Equal(t, 1, fallback, "%s says once that its buckets are views of the store of the whole spec", p.name)
+			assert.Zero(t, bucketInformers, "%s: no bucket's store lists and watches every object", p.Name)
+			assert.Equal(t, 1, fallback, "%s says once that its buckets are views of the store of the whole spec", p.Name)
 		}
 	}
 }
