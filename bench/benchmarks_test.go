@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -301,7 +302,7 @@ func BenchmarkPods(b *testing.B) {
 					empty := spawn(b, childParams{System: sys, Kinds: w.name, Empty: true})
 					waitIdle(b, kube.RESTClient(), idle, wl.resources)
 					settle(b)
-					p := childParams{System: sys, Kinds: w.name, Objects: w.objects, Received: w.updates, FirstVersion: nextVersion()}
+					p := childParams{System: sys, Kinds: w.name, Objects: w.objects, Received: w.burst(), FirstVersion: nextVersion()}
 					run := spawn(b, p, func(ctx context.Context) error {
 						return parallel(ctx, 0, p.Received, patchWorkers, func(ctx context.Context, i int) error {
 							return k.update(ctx, kube, i, p.FirstVersion)
@@ -338,6 +339,19 @@ func BenchmarkPods(b *testing.B) {
 }
 
 // benchCount is -count: how many rounds of each system BenchmarkPods runs.
+// updatesEnv, when set, is how many objects BenchmarkPods updates in
+// its burst, at most its workload's objects: a longer burst gives a CPU
+// profile more samples.
+const updatesEnv = "FXKUBE_BENCH_UPDATES"
+
+// burst returns how many objects w's burst updates.
+func (w kindsWorkload) burst() int {
+	if n, err := strconv.Atoi(os.Getenv(updatesEnv)); err == nil && n > 0 {
+		return min(n, w.objects)
+	}
+	return w.updates
+}
+
 func benchCount() int {
 	if n, err := strconv.Atoi(flagValue("test.count")); err == nil && n > 0 {
 		return n

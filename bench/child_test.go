@@ -236,11 +236,6 @@ func measure(ctx context.Context, p childParams) (*childResult, error) {
 	if !ok {
 		return nil, fmt.Errorf("no system %q", p.System)
 	}
-	if os.Getenv(profileEnv) != "" {
-		// Fine-grained heap samples, at some cost in speed: profiles are
-		// for finding where memory goes, not for the figures.
-		runtime.MemProfileRate = 4096
-	}
 	// Logs cost the same in every system; drop them.
 	klog.SetLogger(logr.Discard())
 	ctrllog.SetLogger(logr.Discard())

@@ -41,4 +41,6 @@
 // FXKUBE_BENCH_PROFILES=<dir> makes each child write a CPU profile of its
 // start (until every store synced), a heap profile taken when its heap is
 // measured and a CPU profile of its burst, for `go tool pprof`.
+// FXKUBE_BENCH_UPDATES=<n> makes BenchmarkPods' burst update n objects
+// (at most its workload's), so that a profile of it has enough samples.
 package bench

@@ -38,7 +38,7 @@ func (r *recorder) kindsRows(w kindsWorkload) []row {
 		{label: "heap in use after sync + GC (MiB)", value: m(mHeapInuse), decimals: 1, ratios: true},
 		{label: "  of it, with stores that hold nothing (MiB)", value: m(mHeapEmpty), decimals: 1, ratios: true},
 		heap,
-		{label: fmt.Sprintf("update burst: CPU per watch event (µs), %d updates", w.updates),
+		{label: fmt.Sprintf("update burst: CPU per watch event (µs), %d updates", w.burst()),
 			value: m(mEventCPU), decimals: 1, ratios: true},
 		{label: "  of it, garbage collection (µs)", value: m(mEventGCCPU), decimals: 1, ratios: true},
 		{label: "  garbage collections in the burst", value: m(mBurstGCs)},
