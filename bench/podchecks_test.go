@@ -46,6 +46,33 @@ func TestPodWorkload(t *testing.T) {
 	assert.Equal(t, 100, podsKind.listed(10_000), "one Deployment's 100 replicas")
 }
 
+// A burst's patch restarts a Pod's first container: the Pod then carries
+// the version, and the patch changes its status only, as a kubelet's.
+func TestPodRestartedPatch(t *testing.T) {
+	pod := newPod(4321)
+	patch, err := restarted(4321, 7)
+	require.NoError(t, err)
+	var fields map[string]map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(patch, &fields))
+	assert.Len(t, fields, 1, "the status only")
+	var got corev1.Pod
+	require.NoError(t, json.Unmarshal(patch, &got))
+	assert.Equal(t, int32(7), podVersion(&got))
+	before, after := pod.Status.ContainerStatuses, got.Status.ContainerStatuses
+	require.Len(t, after, len(before))
+	assert.True(t, equality.Semantic.DeepEqual(before[1:], after[1:]), "the other containers repeat")
+	assert.NotEqual(t, before[0].ContainerID, after[0].ContainerID)
+	assert.True(t, after[0].State.Running.StartedAt.After(before[0].State.Running.StartedAt.Time))
+	require.NotNil(t, after[0].LastTerminationState.Terminated)
+	changed := 0
+	for j, c := range got.Status.Conditions {
+		if !c.LastTransitionTime.Equal(&pod.Status.Conditions[j].LastTransitionTime) {
+			changed++
+		}
+	}
+	assert.Equal(t, 2, changed, "Ready and ContainersReady")
+}
+
 // A Certificate survives JSON and its deep copy shares nothing.
 func TestCertificateWorkload(t *testing.T) {
 	c := newCertificate(7)

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"strconv"
@@ -69,8 +70,39 @@ func newPod(i int) *corev1.Pod {
 	pod := pods.Pod(podOwners[i%podDeployments], i/podDeployments)
 	// The API server sets these.
 	pod.UID, pod.ResourceVersion, pod.CreationTimestamp = "", "", metav1.Time{}
-	pod.Annotations[versionAnnotation] = "1"
 	return pod
+}
+
+// podVersion is the version a Pod carries: one more than its first
+// container's restarts. A burst restarts that container.
+func podVersion(pod *corev1.Pod) int32 {
+	if len(pod.Status.ContainerStatuses) == 0 {
+		return -1
+	}
+	return 1 + pod.Status.ContainerStatuses[0].RestartCount
+}
+
+// restarted returns a merge patch of Pod i's status as a kubelet leaves
+// it once the Pod's first container restarted, for the version-th time
+// but one: the container's state, last state, ID and restart count
+// change, and so do the times of the Ready and ContainersReady
+// conditions. The rest of the Pod repeats what it was.
+func restarted(i int, version int32) ([]byte, error) {
+	status := newPod(i).Status
+	at := metav1.NewTime(pods.Started.Add(time.Duration(version) * time.Hour))
+	c := &status.ContainerStatuses[0]
+	c.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		ExitCode: 137, Reason: "OOMKilled", StartedAt: c.State.Running.StartedAt, FinishedAt: at, ContainerID: c.ContainerID}}
+	c.State.Running.StartedAt = at
+	c.RestartCount = version - 1
+	c.ContainerID = fmt.Sprintf("containerd://%032x%032x", i, version)
+	for j := range status.Conditions {
+		if t := status.Conditions[j].Type; t == corev1.PodReady || t == corev1.ContainersReady {
+			status.Conditions[j].LastTransitionTime = at
+		}
+	}
+	return json.Marshal(map[string]any{"status": map[string]any{
+		"conditions": status.Conditions, "containerStatuses": status.ContainerStatuses}})
 }
 
 func podKey(i int) client.ObjectKey {
@@ -182,8 +214,12 @@ var (
 		make:         func(i int) client.Object { return newPod(i) },
 		listSelector: "app.kubernetes.io/name=" + podOwners[3].Name,
 		update: func(ctx context.Context, kube kubernetes.Interface, i int, version int32) error {
+			patch, err := restarted(i, version)
+			if err != nil {
+				return err
+			}
 			k := podKey(i)
-			_, err := kube.CoreV1().Pods(k.Namespace).Patch(ctx, k.Name, types.MergePatchType, annotate(version), metav1.PatchOptions{})
+			_, err = kube.CoreV1().Pods(k.Namespace).Patch(ctx, k.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 			return err
 		},
 	}

@@ -140,8 +140,12 @@ func indexOf(name string) int {
 const versionAnnotation = "bench.fxkube.io/version"
 
 // versionOf returns the version an object carries, or -1: a ConfigMap
-// in its data, any other object in versionAnnotation.
+// in its data, a Pod in its restarts (podVersion), any other object in
+// versionAnnotation.
 func versionOf(obj client.Object) int32 {
+	if pod, ok := obj.(*corev1.Pod); ok {
+		return podVersion(pod)
+	}
 	s := obj.GetAnnotations()[versionAnnotation]
 	if cm, ok := obj.(*corev1.ConfigMap); ok {
 		s = cm.Data[versionKey]
