@@ -7,9 +7,11 @@ import (
 	"slices"
 	"sync/atomic"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/watch"
 )
 
 // A Serializer is a REST client's negotiated serializer whose protobuf
@@ -24,13 +26,16 @@ import (
 //
 // A REST client decodes a list's body, and each object of a watch event
 // (a streamed list's among them), with its serializer's protobuf
-// decoder. A watch event's frame is decoded by the stream serializer,
-// which only copies the object's bytes: it is left as it is.
+// decoder. A watch event's frame is decoded by the stream serializer:
+// see [eventDecoder] for why it no longer copies the object's bytes.
 type Serializer struct {
 	runtime.NegotiatedSerializer
 	gvk, listGVK schema.GroupVersionKind
 	apiVersion   string
 	decoder      atomic.Pointer[Decoder]
+	// eventKind is the kind the scheme gives a watch event; nil if it has
+	// none.
+	eventKind *schema.GroupVersionKind
 }
 
 // NewSerializer returns a serializer of scheme's types that decodes
@@ -38,8 +43,12 @@ type Serializer struct {
 // Use.
 func NewSerializer(scheme *runtime.Scheme, gvk schema.GroupVersionKind) *Serializer {
 	ns := serializer.WithoutConversionCodecFactory{CodecFactory: serializer.NewCodecFactory(scheme)}
-	return &Serializer{NegotiatedSerializer: ns, gvk: gvk, listGVK: gvk.GroupVersion().WithKind(gvk.Kind + "List"),
+	s := &Serializer{NegotiatedSerializer: ns, gvk: gvk, listGVK: gvk.GroupVersion().WithKind(gvk.Kind + "List"),
 		apiVersion: gvk.GroupVersion().String()}
+	if kinds, _, err := scheme.ObjectKinds(&metav1.WatchEvent{}); err == nil {
+		s.eventKind = &kinds[0]
+	}
+	return s
 }
 
 // Use makes s decode through d from now on; nil decodes as the wrapped
@@ -50,11 +59,91 @@ func (s *Serializer) Use(d *Decoder) { s.decoder.Store(d) }
 func (s *Serializer) SupportedMediaTypes() []runtime.SerializerInfo {
 	infos := slices.Clone(s.NegotiatedSerializer.SupportedMediaTypes())
 	for i := range infos {
-		if infos[i].MediaType == runtime.ContentTypeProtobuf {
-			infos[i].Serializer = protobufDecoder{Serializer: infos[i].Serializer, s: s}
+		if infos[i].MediaType != runtime.ContentTypeProtobuf {
+			continue
+		}
+		infos[i].Serializer = protobufDecoder{Serializer: infos[i].Serializer, s: s}
+		if stream := infos[i].StreamSerializer; stream != nil && s.eventKind != nil {
+			events := *stream
+			events.Serializer = eventDecoder{events.Serializer, *s.eventKind}
+			infos[i].StreamSerializer = &events
 		}
 	}
 	return infos
+}
+
+// eventDecoder decodes a watch event's frame as the protobuf stream
+// serializer does, but leaves the event's object in the frame instead
+// of copying it.
+//
+// client-go's watch decoder (k8s.io/client-go/rest/watch) decodes each
+// frame into an event of its own, decodes the event's object at once,
+// and drops the event; the frame's buffer is read into again only for
+// the next frame. Objects are decoded with the generated code or a
+// Decoder, which copy every byte they keep. So the copy only made
+// garbage: 37% of what a store of 10,000 Pods allocated until synced.
+//
+// Only an encoding with each field once, and nothing else, is decoded
+// so; any other is left to the stream serializer.
+type eventDecoder struct {
+	runtime.Serializer
+	kind schema.GroupVersionKind // of a watch event, in the scheme
+}
+
+// Decode implements runtime.Decoder.
+func (e eventDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	if event, ok := into.(*metav1.WatchEvent); ok {
+		if typ, raw, ok := watchEvent(data); ok {
+			*event = metav1.WatchEvent{Type: eventType(typ), Object: runtime.RawExtension{Raw: raw}}
+			kind := e.kind
+			return event, &kind, nil
+		}
+	}
+	return e.Serializer.Decode(data, defaults, into)
+}
+
+// watchEvent returns the type and the object's bytes of b, a
+// metav1.WatchEvent's encoding, if it holds its type and an object with
+// raw bytes, each once, and nothing else. raw is a slice of b.
+func watchEvent(b []byte) (typ, raw []byte, ok bool) {
+	var event, object [2][]byte // type, object; raw
+	if !lengthDelimited(b, event[:]) || event[0] == nil || event[1] == nil ||
+		!lengthDelimited(event[1], object[:1]) || object[0] == nil {
+		return nil, nil, false
+	}
+	return event[0], object[0], true
+}
+
+// lengthDelimited sets values[i] to the value of b's field i+1, each
+// length-delimited; a field absent is left nil. It reports false if b
+// holds any other field, a field twice, or does not parse.
+func lengthDelimited(b []byte, values [][]byte) bool {
+	for i := 0; i < len(b); {
+		key, k := binary.Uvarint(b[i:])
+		num := key >> 3
+		if k <= 0 || key&7 != 2 || num == 0 || num > uint64(len(values)) || values[num-1] != nil {
+			return false
+		}
+		i += k
+		l, k := binary.Uvarint(b[i:])
+		if k <= 0 || l > uint64(len(b)-i-k) {
+			return false
+		}
+		values[num-1] = b[i+k : i+k+int(l)]
+		i += k + int(l)
+	}
+	return true
+}
+
+// eventType returns b as a string, without allocating for the types a
+// watch sends.
+func eventType(b []byte) string {
+	for _, t := range [...]watch.EventType{watch.Added, watch.Modified, watch.Deleted, watch.Bookmark, watch.Error} {
+		if string(b) == string(t) {
+			return string(t)
+		}
+	}
+	return string(b)
 }
 
 // DecoderToVersion implements runtime.NegotiatedSerializer. The wrapped
@@ -138,64 +227,16 @@ func envelope(data []byte) (apiVersion, kind, raw []byte, ok bool) {
 	if !found {
 		return nil, nil, nil, false
 	}
-	var seen [5]bool
-	for i := 0; i < len(b); {
-		key, n := binary.Uvarint(b[i:])
-		if n <= 0 || key&7 != 2 || key>>3 == 0 || key>>3 > 4 || seen[key>>3] {
-			return nil, nil, nil, false
-		}
-		seen[key>>3] = true
-		i += n
-		l, n := binary.Uvarint(b[i:])
-		if n <= 0 || l > uint64(len(b)-i-n) {
-			return nil, nil, nil, false
-		}
-		v := b[i+n : i+n+int(l)]
-		i += n + int(l)
-		switch key >> 3 {
-		case 1: // typeMeta
-			if apiVersion, kind, ok = typeMeta(v); !ok {
-				return nil, nil, nil, false
-			}
-		case 2: // raw
-			raw = v
-		default: // contentEncoding, contentType
-			if len(v) > 0 {
-				return nil, nil, nil, false
-			}
-		}
-	}
-	if !seen[2] || len(kind) == 0 || len(apiVersion) == 0 {
+	// typeMeta, raw, contentEncoding, contentType
+	var unknown, typeMeta [4][]byte
+	if !lengthDelimited(b, unknown[:]) || unknown[1] == nil || len(unknown[2]) > 0 || len(unknown[3]) > 0 {
 		return nil, nil, nil, false
 	}
-	return apiVersion, kind, raw, true
-}
-
-// typeMeta returns the fields of a runtime.TypeMeta's encoding, if it
-// holds only them, once each.
-func typeMeta(b []byte) (apiVersion, kind []byte, ok bool) {
-	for i := 0; i < len(b); {
-		key, n := binary.Uvarint(b[i:])
-		if n <= 0 || key&7 != 2 {
-			return nil, nil, false
-		}
-		i += n
-		l, n := binary.Uvarint(b[i:])
-		if n <= 0 || l > uint64(len(b)-i-n) {
-			return nil, nil, false
-		}
-		v := b[i+n : i+n+int(l)]
-		i += n + int(l)
-		switch {
-		case key>>3 == 1 && apiVersion == nil:
-			apiVersion = v
-		case key>>3 == 2 && kind == nil:
-			kind = v
-		default:
-			return nil, nil, false
-		}
+	// apiVersion, kind
+	if !lengthDelimited(unknown[0], typeMeta[:2]) || len(typeMeta[0]) == 0 || len(typeMeta[1]) == 0 {
+		return nil, nil, nil, false
 	}
-	return apiVersion, kind, true
+	return typeMeta[0], typeMeta[1], unknown[1], true
 }
 
 // A Target is what a store lists and watches through, if it can decode

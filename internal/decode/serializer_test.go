@@ -2,14 +2,18 @@ package decode
 
 import (
 	"bytes"
+	"slices"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
@@ -57,4 +61,55 @@ func TestSerializerDecodesAsTheRESTClient(t *testing.T) {
 	}
 	close(done)
 	wg.Wait()
+}
+
+// A watch event's frame decodes as the stream serializer decodes it,
+// truncated, repeated or with unknown fields too; its object is left in
+// the frame rather than copied.
+func TestWatchEventsDecodeAsTheStreamSerializer(t *testing.T) {
+	scheme := clientgoscheme.Scheme
+	ser := NewSerializer(scheme, corev1.SchemeGroupVersion.WithKind("Pod"))
+	info, ok := runtime.SerializerInfoForMediaType(ser.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
+	require.True(t, ok)
+	stream := info.StreamSerializer.Serializer
+	plain, ok := runtime.SerializerInfoForMediaType(serializer.NewCodecFactory(scheme).SupportedMediaTypes(), runtime.ContentTypeProtobuf)
+	require.True(t, ok)
+
+	var frames [][]byte
+	for _, typ := range []string{"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR", "OTHER", ""} {
+		for _, raw := range [][]byte{[]byte("k8s\x00object"), {}, nil} {
+			frame, err := (&metav1.WatchEvent{Type: typ, Object: runtime.RawExtension{Raw: raw}}).Marshal()
+			require.NoError(t, err)
+			frames = append(frames, frame)
+			for n := range frame {
+				frames = append(frames, frame[:n])
+			}
+			frames = append(frames, append(slices.Clone(frame), frame...), // each field twice
+				append(slices.Clone(frame), 0x18, 0x01), // an unknown varint field
+				append(slices.Clone(frame), 0x12, 0x00)) // an empty object after the first
+		}
+	}
+	for i, frame := range frames {
+		var want, got metav1.WatchEvent
+		_, wantGVK, wantErr := plain.StreamSerializer.Serializer.Decode(frame, nil, &want)
+		obj, gvk, err := stream.Decode(frame, nil, &got)
+		if wantErr != nil {
+			require.EqualError(t, err, wantErr.Error(), "frame %d", i)
+			continue
+		}
+		require.NoError(t, err, "frame %d", i)
+		require.Same(t, &got, obj)
+		require.Equal(t, wantGVK, gvk, "frame %d", i)
+		require.Equal(t, want, got, "frame %d", i)
+	}
+
+	frame, err := (&metav1.WatchEvent{Type: "MODIFIED", Object: runtime.RawExtension{Raw: []byte("object")}}).Marshal()
+	require.NoError(t, err)
+	var event metav1.WatchEvent
+	_, _, err = stream.Decode(frame, nil, &event)
+	require.NoError(t, err)
+	require.Equal(t, unsafe.SliceData(frame[len(frame)-len("object"):]), unsafe.SliceData(event.Object.Raw), "the object is left in the frame")
+	require.Equal(t, 1.0, testing.AllocsPerRun(100, func() {
+		_, _, _ = stream.Decode(frame, nil, &event)
+	}), "decoding a frame allocates only the kind it returns")
 }
