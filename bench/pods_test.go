@@ -84,23 +84,10 @@ func podVersion(pod *corev1.Pod) int32 {
 
 // restarted returns a merge patch of Pod i's status as a kubelet leaves
 // it once the Pod's first container restarted, for the version-th time
-// but one: the container's state, last state, ID and restart count
-// change, and so do the times of the Ready and ContainersReady
-// conditions. The rest of the Pod repeats what it was.
+// but one (workload.Restart). The rest of the Pod repeats what it was.
 func restarted(i int, version int32) ([]byte, error) {
 	status := newPod(i).Status
-	at := metav1.NewTime(pods.Started.Add(time.Duration(version) * time.Hour))
-	c := &status.ContainerStatuses[0]
-	c.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-		ExitCode: 137, Reason: "OOMKilled", StartedAt: c.State.Running.StartedAt, FinishedAt: at, ContainerID: c.ContainerID}}
-	c.State.Running.StartedAt = at
-	c.RestartCount = version - 1
-	c.ContainerID = fmt.Sprintf("containerd://%032x%032x", i, version)
-	for j := range status.Conditions {
-		if t := status.Conditions[j].Type; t == corev1.PodReady || t == corev1.ContainersReady {
-			status.Conditions[j].LastTransitionTime = at
-		}
-	}
+	pods.Restart(&status, version-1)
 	return json.Marshal(map[string]any{"status": map[string]any{
 		"conditions": status.Conditions, "containerStatuses": status.ContainerStatuses}})
 }

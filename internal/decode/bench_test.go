@@ -13,19 +13,25 @@ import (
 // BenchmarkDecode decodes the 10,000 Pods of 100 Deployments, with
 // managedFields, into a store that strips them: with the generated code
 // and a table (as an informer with sharing does), and with a Decoder. It
-// then decodes an update of each (an annotation and the resource
-// version changed).
+// then decodes an update of each: an annotation changed (update), or
+// the status as a container restarts (status); the resource version
+// changes in both.
 //
 //	go test -run '^$' -bench Decode -benchmem ./internal/decode
 func BenchmarkDecode(b *testing.B) {
-	var raws, updates [][]byte
+	var raws [][]byte
+	updates := map[string][][]byte{}
 	for r := range 100 {
 		for d := range 100 {
 			pod := withManagedFields(workload.Pod(workload.Deployment("shop", d, 100), r))
 			raws = append(raws, marshal(b, pod))
+			restarted := pod.DeepCopy()
 			pod.ResourceVersion += "1"
 			pod.Annotations["bench.fxkube.io/version"] = "2"
-			updates = append(updates, marshal(b, pod))
+			updates["update"] = append(updates["update"], marshal(b, pod))
+			restarted.ResourceVersion += "1"
+			workload.Restart(&restarted.Status, 1)
+			updates["status"] = append(updates["status"], marshal(b, restarted))
 		}
 	}
 	generatedStore := func(b *testing.B) (cache.Store, func(raw []byte) any) {
@@ -57,20 +63,18 @@ func BenchmarkDecode(b *testing.B) {
 		name string
 		make func(b *testing.B) (cache.Store, func(raw []byte) any)
 	}{{"generated", generatedStore}, {"decoder", decoderStore}} {
-		for _, phase := range []string{"list", "update"} {
+		for _, phase := range []string{"list", "update", "status"} {
 			b.Run("phase="+phase+"/decode="+sys.name, func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
 					b.StopTimer()
 					st, decode := sys.make(b)
-					if phase == "update" {
+					in := raws
+					if phase != "list" {
 						for _, raw := range raws {
 							_ = st.Add(decode(raw))
 						}
-					}
-					in := raws
-					if phase == "update" {
-						in = updates
+						in = updates[phase]
 					}
 					b.StartTimer()
 					for _, raw := range in {

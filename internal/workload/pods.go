@@ -212,3 +212,30 @@ func Pod(d *appsv1.Deployment, r int) *corev1.Pod {
 		Status: status,
 	}
 }
+
+// Restart changes status as a kubelet does when the Pod's first
+// container restarts for the n-th time: the container's state, last
+// state, ID and restart count, and the times of the Ready and
+// ContainersReady conditions. The rest of status repeats.
+func Restart(status *corev1.PodStatus, n int32) {
+	if len(status.ContainerStatuses) == 0 {
+		return
+	}
+	at := metav1.NewTime(Started.Add(time.Duration(n) * time.Hour))
+	c := &status.ContainerStatuses[0]
+	c.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		ExitCode: 137, Reason: "OOMKilled", FinishedAt: at, ContainerID: c.ContainerID}}
+	if c.State.Running != nil {
+		c.LastTerminationState.Terminated.StartedAt = c.State.Running.StartedAt
+	}
+	c.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: at}}
+	c.RestartCount = n
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(c.ContainerID))
+	c.ContainerID = fmt.Sprintf("containerd://%048x%016x", h.Sum64(), n)
+	for i := range status.Conditions {
+		if t := status.Conditions[i].Type; t == corev1.PodReady || t == corev1.ContainersReady {
+			status.Conditions[i].LastTransitionTime = at
+		}
+	}
+}
