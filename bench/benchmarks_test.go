@@ -333,6 +333,7 @@ func BenchmarkPods(b *testing.B) {
 					}
 				})
 			}
+			b.Run("system="+apiServerAlone, func(b *testing.B) { benchServerReads(b, kube, w) })
 			benchKindReads(b, w)
 		})
 	}

@@ -80,4 +80,13 @@ func printKinds(out io.Writer, r *recorder) {
 		}
 	}
 	writeMarkdown(out, table)
+	for _, w := range kindsWorkloads {
+		name := kindsName(w, apiServerAlone)
+		stream, ok1 := r.median(w.objects, name, mServerStream)
+		list, ok2 := r.median(w.objects, name, mServerList)
+		if ok1 && ok2 {
+			fmt.Fprintf(out, "\nthe API server alone, %s, read and not decoded (median of %d): a streamed list %.0f ms, a LIST %.0f ms\n",
+				w.title, serverReads, stream, list)
+		}
+	}
 }
