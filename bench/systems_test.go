@@ -123,10 +123,7 @@ func systemMetrics(runs []*childResult) map[string]float64 {
 	}
 	if runs[0].BurstAllocated > 0 {
 		metrics[mEventAlloc] = mean(func(r *childResult) float64 { return float64(r.BurstAllocated) / 1024 / float64(r.Updates) })
-		metrics[mEventGCCPU] = mean(func(r *childResult) float64 {
-			return float64(r.BurstGCCPU) / float64(time.Microsecond) / float64(r.Updates)
-		})
-		metrics[mBurstGCs] = mean(func(r *childResult) float64 { return float64(r.BurstGCs) })
+		metrics[mCollectionCPU] = mean(func(r *childResult) float64 { return ms(r.CollectionCPU) })
 		metrics[mEventCPUSpread] = mean(func(r *childResult) float64 { return float64(r.eventCPU()) / float64(time.Microsecond) })
 	}
 	for name, metric := range fxkubeDetails {

@@ -38,8 +38,7 @@ const (
 	mEventCPU       = "cpu-us/event"
 	mIdleCPU        = "idle-cpu-ms/s"
 	mEventAlloc     = "alloc-KiB/event"
-	mEventGCCPU     = "gc-cpu-us/event"
-	mBurstGCs       = "gcs/burst"
+	mCollectionCPU  = "collection-cpu-ms"
 	mEventCPUSpread = "cpu-us/event-gc-spread"
 	mHeapPerObject  = "heap-KiB/object"
 	mHeapEmpty      = "heap-empty-MiB" // the system's with stores that hold nothing
