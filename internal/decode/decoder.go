@@ -42,7 +42,7 @@ type Decoder struct {
 	// Scratch of one decode, under mu.
 	fields  []wireField
 	pending []pending
-	reused  map[share.Reused]uint64
+	reused  map[unsafe.Pointer]share.Reused
 	held    *record
 	inMeta  bool // decoding the object's own metadata
 	sums2   [maxSums]fieldSum
@@ -127,7 +127,7 @@ func New(example any, table *share.Table, opts ...Option) *Decoder {
 	d := &Decoder{
 		table: table, root: root, sums: newSummer(), seed: maphash.MakeSeed(),
 		index:   map[int]map[string]entry{},
-		records: map[uint64]record{}, reused: map[share.Reused]uint64{},
+		records: map[uint64]record{}, reused: map[unsafe.Pointer]share.Reused{},
 		generation: table.Generation(),
 	}
 	for _, o := range opts {
@@ -365,7 +365,7 @@ func (d *Decoder) decodeRun(pl *plan, fp *fieldPlan, b []byte, run []wireField, 
 			// The field's parts are the held object's, which readers may
 			// hold: the table must not walk them again. Its hash mixes
 			// only into the object's own, which no part holds.
-			d.reused[share.Reused{At: at, Type: fp.typ}] = 0
+			d.reused[at] = share.Reused{Type: fp.typ}
 			return nil
 		}
 	}
@@ -462,7 +462,7 @@ func (d *Decoder) reuse(part int, key []byte, p unsafe.Pointer, typ reflect.Type
 	default: // pointers and maps
 		*(*unsafe.Pointer)(p) = e.p
 	}
-	d.reused[share.Reused{At: p, Type: typ}] = e.h
+	d.reused[p] = share.Reused{Type: typ, Hash: e.h}
 	return true
 }
 

@@ -104,9 +104,9 @@ type Pool struct {
 	taken map[any]takenBy
 	// types caches what the pool knows of each type it met.
 	types map[reflect.Type]typeInfo
-	// reused holds, during TakeReusing, the hashes of the parts its
-	// caller says are canonical already, by address and type.
-	reused map[Reused]uint64
+	// reused holds, during TakeReusing, the parts its caller says are
+	// canonical already, by address.
+	reused map[unsafe.Pointer]Reused
 }
 
 // takenBy is when an object not held yet was taken, and by which table.
@@ -122,12 +122,13 @@ type Table struct {
 	holder Holder
 }
 
-// Reused names a value inside an object that is canonical already, as a
-// decoder that took it from an earlier object knows: its address and its
-// type.
+// Reused is a value inside an object that is canonical already, as a
+// decoder that took it from an earlier object knows: its type, and its
+// hash in the table (PartHash), or 0 for a value whose hash mixes only
+// into its object's own.
 type Reused struct {
-	At   unsafe.Pointer
 	Type reflect.Type
+	Hash uint64
 }
 
 // A part is a canonical pointer, slice or map: its shape, where it
@@ -208,9 +209,10 @@ func (t *Table) Close() {
 func (t *Table) Take(obj any) { t.TakeReusing(obj, nil) }
 
 // TakeReusing takes obj, as Take does, knowing that the values reused
-// names are canonical already, with the hashes PartHash gave them: they
-// are not walked again.
-func (t *Table) TakeReusing(obj any, reused map[Reused]uint64) {
+// holds by address are canonical already: they are not walked again. An
+// address holds one value: a value and its first field share their
+// address, but a value reused whole has no field reused apart.
+func (t *Table) TakeReusing(obj any, reused map[unsafe.Pointer]Reused) {
 	v := reflect.ValueOf(obj)
 	if v.Kind() != reflect.Pointer || v.IsNil() {
 		return
@@ -368,8 +370,8 @@ func (pl *Pool) walkAt(s *shape, p unsafe.Pointer, m mode) uint64 {
 		return pl.hashMemory(p, s.size)
 	}
 	if pl.reused != nil && s.kind != reflect.String {
-		if h, ok := pl.reused[Reused{p, s.typ}]; ok {
-			return h
+		if r, ok := pl.reused[p]; ok && r.Type == s.typ {
+			return r.Hash
 		}
 	}
 	switch s.kind {
@@ -639,7 +641,7 @@ func (pl *Pool) walkAgainstAt(s *shape, p, held unsafe.Pointer) {
 	}
 	if pl.reused != nil && s.kind != reflect.String {
 		// Canonical already, and maybe another object's: only read.
-		if _, ok := pl.reused[Reused{p, s.typ}]; ok {
+		if r, ok := pl.reused[p]; ok && r.Type == s.typ {
 			return
 		}
 	}
