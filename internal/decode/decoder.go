@@ -104,7 +104,7 @@ func WithoutManagedFields() Option {
 	return func(d *Decoder) {
 		if meta := planOf(objectMetaType); meta != nil {
 			for _, f := range meta.fields {
-				if f.name == "ManagedFields" {
+				if f != nil && f.name == "ManagedFields" {
 					d.managed = f
 				}
 			}
@@ -166,7 +166,7 @@ func (d *Decoder) DecodeList(b []byte, into any) error {
 	var items *fieldPlan
 	if lp != nil {
 		for _, f := range lp.fields {
-			if f.name == "Items" && f.kind == list && f.elem == d.root.typ {
+			if f != nil && f.name == "Items" && f.kind == list && f.elem == d.root.typ {
 				items = f
 			}
 		}
@@ -318,7 +318,7 @@ func (d *Decoder) decodeMessage(pl *plan, b []byte, dst unsafe.Pointer, top bool
 	other := -1
 	for i := 0; i < len(fs); {
 		f := fs[i]
-		fp := pl.fields[f.num]
+		fp := pl.field(f.num)
 		if fp == nil {
 			if other < 0 {
 				other = f.start
@@ -586,8 +586,8 @@ func (d *Decoder) scan(pl *plan, b []byte) ([]wireField, bool) {
 			return nil, false
 		}
 		f.end = i
-		if fp := pl.fields[f.num]; fp != nil {
-			if f.num >= 256 || f.wire != 2 {
+		if fp := pl.field(f.num); fp != nil {
+			if f.wire != 2 {
 				return nil, false
 			}
 			ended := runs[f.num/64]&(1<<(f.num%64)) != 0
@@ -595,7 +595,7 @@ func (d *Decoder) scan(pl *plan, b []byte) ([]wireField, bool) {
 				return nil, false
 			}
 		}
-		if last != f.num && last < 256 && pl.fields[last] != nil {
+		if last != f.num && pl.field(last) != nil {
 			runs[last/64] |= 1 << (last % 64)
 		}
 		last = f.num

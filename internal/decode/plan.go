@@ -15,8 +15,9 @@ import (
 // message, a list of messages or a map lies.
 type plan struct {
 	typ reflect.Type
-	// fields are the fields decoded apart, by field number.
-	fields map[uint64]*fieldPlan
+	// fields are the fields decoded apart, indexed by field number; nil
+	// for the others. Use field.
+	fields []*fieldPlan
 	// unmarshal decodes an encoding of the type into the value at p with
 	// the generated code, merging into what is there.
 	unmarshal func(p unsafe.Pointer, b []byte) error
@@ -87,7 +88,7 @@ func learn(typ reflect.Type) *plan {
 		plans.byType[typ] = nil
 		return nil
 	}
-	p := &plan{typ: typ, fields: map[uint64]*fieldPlan{}, unmarshal: unmarshalFunc(typ)}
+	p := &plan{typ: typ, unmarshal: unmarshalFunc(typ)}
 	// Held before its fields are learnt: a type may reach itself.
 	plans.byType[typ] = p
 	for i := range typ.NumField() {
@@ -119,12 +120,32 @@ func learn(typ reflect.Type) *plan {
 		if fp.kind == list {
 			fp.elemPart = newPart()
 		}
+		if num >= maxPlanned {
+			// Decoded apart, it would be decoded whole: see scan.
+			continue
+		}
+		if num >= uint64(len(p.fields)) {
+			p.fields = append(p.fields, make([]*fieldPlan, int(num)+1-len(p.fields))...)
+		}
 		p.fields[num] = fp
 		if f.Type == objectMetaType {
 			p.meta = fp
 		}
 	}
 	return p
+}
+
+// maxPlanned bounds the numbers of the fields decoded apart; scan's
+// record of runs holds those below it.
+const maxPlanned = 256
+
+// field returns the plan of the field numbered num, or nil if it is not
+// decoded apart.
+func (p *plan) field(num uint64) *fieldPlan {
+	if num < uint64(len(p.fields)) {
+		return p.fields[num]
+	}
+	return nil
 }
 
 func newPart() int {
