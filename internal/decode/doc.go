@@ -7,7 +7,8 @@
 // neither decoded nor walked by the table again. Only new parts are
 // decoded, with the generated code, and then shared as the table shares
 // any object. A [Serializer] plugs a decoder into a REST client, for
-// lists, streamed lists and watches alike.
+// lists, streamed lists and watches alike. It leaves each watch event's
+// object in the frame it came in, rather than copying it out first.
 //
 // # What is reused
 //
