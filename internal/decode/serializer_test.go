@@ -2,6 +2,9 @@ package decode
 
 import (
 	"bytes"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sync"
 	"testing"
@@ -15,7 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/apimachinery/pkg/util/framer"
+	"k8s.io/apimachinery/pkg/watch"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 
 	"github.com/fxkube/fxkube/internal/workload"
 )
@@ -112,4 +118,58 @@ func TestWatchEventsDecodeAsTheStreamSerializer(t *testing.T) {
 	require.Equal(t, 1.0, testing.AllocsPerRun(100, func() {
 		_, _, _ = stream.Decode(frame, nil, &event)
 	}), "decoding a frame allocates only the kind it returns")
+}
+
+// A REST client's watch through a Serializer decodes each Pod as the
+// API server sent it, with and without a decoder. The frames' buffer is
+// read into again for each event, so an object that kept a slice of it
+// would change as later events come.
+func TestWatchThroughSerializerKeepsNothingOfTheFrames(t *testing.T) {
+	scheme := clientgoscheme.Scheme
+	deployment := workload.Deployment("shop", 1, 40)
+	var want []*corev1.Pod
+	var body bytes.Buffer
+	encoder := protobuf.NewSerializer(scheme, scheme)
+	frames := framer.NewLengthDelimitedFrameWriter(&body)
+	for r := range 40 {
+		pod := workload.Pod(deployment, r)
+		var object bytes.Buffer
+		require.NoError(t, encoder.Encode(pod, &object))
+		frame, err := (&metav1.WatchEvent{Type: string(watch.Added), Object: runtime.RawExtension{Raw: object.Bytes()}}).Marshal()
+		require.NoError(t, err)
+		_, err = frames.Write(frame)
+		require.NoError(t, err)
+		pod.TypeMeta = metav1.TypeMeta{} // the REST client clears kinds
+		want = append(want, pod)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", runtime.ContentTypeProtobuf+";stream=watch")
+		_, _ = w.Write(body.Bytes())
+	}))
+	defer srv.Close()
+
+	for _, decoding := range []bool{false, true} {
+		t.Run(fmt.Sprintf("decoder=%t", decoding), func(t *testing.T) {
+			ser := NewSerializer(scheme, corev1.SchemeGroupVersion.WithKind("Pod"))
+			if decoding {
+				ser.Use(newStore(t, &corev1.Pod{}).decoder)
+			}
+			client, err := rest.RESTClientFor(&rest.Config{Host: srv.URL, APIPath: "/api", Transport: srv.Client().Transport,
+				ContentConfig: rest.ContentConfig{GroupVersion: &corev1.SchemeGroupVersion, NegotiatedSerializer: ser,
+					AcceptContentTypes: runtime.ContentTypeProtobuf, ContentType: runtime.ContentTypeProtobuf}})
+			require.NoError(t, err)
+			w, err := client.Get().Resource("pods").Param("watch", "true").Watch(t.Context())
+			require.NoError(t, err)
+			defer w.Stop()
+			var got []runtime.Object
+			for event := range w.ResultChan() {
+				require.Equal(t, watch.Added, event.Type, "%v", event.Object)
+				got = append(got, event.Object)
+			}
+			require.Len(t, got, len(want))
+			for i := range want {
+				require.True(t, equality.Semantic.DeepEqual(want[i], got[i]), "Pod %d", i)
+			}
+		})
+	}
 }
