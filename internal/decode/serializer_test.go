@@ -69,18 +69,21 @@ func TestSerializerDecodesAsTheRESTClient(t *testing.T) {
 	wg.Wait()
 }
 
-// A watch event's frame decodes as the stream serializer decodes it,
-// truncated, repeated or with unknown fields too; its object is left in
-// the frame rather than copied.
-func TestWatchEventsDecodeAsTheStreamSerializer(t *testing.T) {
+// eventDecoders returns a Serializer's stream decoder of watch events,
+// and client-go's.
+func eventDecoders(t testing.TB) (ours, theirs runtime.Decoder) {
 	scheme := clientgoscheme.Scheme
 	ser := NewSerializer(scheme, corev1.SchemeGroupVersion.WithKind("Pod"))
 	info, ok := runtime.SerializerInfoForMediaType(ser.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
 	require.True(t, ok)
-	stream := info.StreamSerializer.Serializer
 	plain, ok := runtime.SerializerInfoForMediaType(serializer.NewCodecFactory(scheme).SupportedMediaTypes(), runtime.ContentTypeProtobuf)
 	require.True(t, ok)
+	return info.StreamSerializer.Serializer, plain.StreamSerializer.Serializer
+}
 
+// eventFrames are encodings of watch events: whole, truncated, with each
+// field twice, with an unknown field, and with a second, empty object.
+func eventFrames(t testing.TB) [][]byte {
 	var frames [][]byte
 	for _, typ := range []string{"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR", "OTHER", ""} {
 		for _, raw := range [][]byte{[]byte("k8s\x00object"), {}, nil} {
@@ -90,34 +93,61 @@ func TestWatchEventsDecodeAsTheStreamSerializer(t *testing.T) {
 			for n := range frame {
 				frames = append(frames, frame[:n])
 			}
-			frames = append(frames, append(slices.Clone(frame), frame...), // each field twice
-				append(slices.Clone(frame), 0x18, 0x01), // an unknown varint field
-				append(slices.Clone(frame), 0x12, 0x00)) // an empty object after the first
+			frames = append(frames, append(slices.Clone(frame), frame...),
+				append(slices.Clone(frame), 0x18, 0x01),
+				append(slices.Clone(frame), 0x12, 0x00))
 		}
 	}
-	for i, frame := range frames {
-		var want, got metav1.WatchEvent
-		_, wantGVK, wantErr := plain.StreamSerializer.Serializer.Decode(frame, nil, &want)
-		obj, gvk, err := stream.Decode(frame, nil, &got)
-		if wantErr != nil {
-			require.EqualError(t, err, wantErr.Error(), "frame %d", i)
-			continue
-		}
-		require.NoError(t, err, "frame %d", i)
-		require.Same(t, &got, obj)
-		require.Equal(t, wantGVK, gvk, "frame %d", i)
-		require.Equal(t, want, got, "frame %d", i)
+	return frames
+}
+
+// requireEventAsTheirs decodes frame with both decoders: both fail with
+// the same error, or give the same event and kind.
+func requireEventAsTheirs(t testing.TB, ours, theirs runtime.Decoder, frame []byte) {
+	var want, got metav1.WatchEvent
+	_, wantGVK, wantErr := theirs.Decode(frame, nil, &want)
+	obj, gvk, err := ours.Decode(frame, nil, &got)
+	if wantErr != nil {
+		require.EqualError(t, err, wantErr.Error())
+		return
+	}
+	require.NoError(t, err)
+	require.Same(t, &got, obj)
+	require.Equal(t, wantGVK, gvk)
+	require.Equal(t, want, got)
+}
+
+// A watch event's frame decodes as the stream serializer decodes it,
+// truncated, repeated or with unknown fields too; its object is left in
+// the frame rather than copied.
+func TestWatchEventsDecodeAsTheStreamSerializer(t *testing.T) {
+	ours, theirs := eventDecoders(t)
+	for i, frame := range eventFrames(t) {
+		t.Run(fmt.Sprint(i), func(t *testing.T) { requireEventAsTheirs(t, ours, theirs, frame) })
 	}
 
 	frame, err := (&metav1.WatchEvent{Type: "MODIFIED", Object: runtime.RawExtension{Raw: []byte("object")}}).Marshal()
 	require.NoError(t, err)
 	var event metav1.WatchEvent
-	_, _, err = stream.Decode(frame, nil, &event)
+	_, _, err = ours.Decode(frame, nil, &event)
 	require.NoError(t, err)
 	require.Equal(t, unsafe.SliceData(frame[len(frame)-len("object"):]), unsafe.SliceData(event.Object.Raw), "the object is left in the frame")
 	require.Equal(t, 1.0, testing.AllocsPerRun(100, func() {
-		_, _, _ = stream.Decode(frame, nil, &event)
+		_, _, _ = ours.Decode(frame, nil, &event)
 	}), "decoding a frame allocates only the kind it returns")
+}
+
+// FuzzWatchEvent decodes watch events' frames, corrupt or not, with a
+// Serializer's stream decoder and client-go's: the same error, or the
+// same event.
+//
+//	go test -run '^$' -fuzz FuzzWatchEvent -fuzztime 30s ./internal/decode
+func FuzzWatchEvent(f *testing.F) {
+	ours, theirs := eventDecoders(f)
+	for _, frame := range eventFrames(f) {
+		f.Add(frame)
+	}
+	f.Fuzz(func(t *testing.T, frame []byte) { requireEventAsTheirs(t, ours, theirs, frame) })
 }
 
 // A REST client's watch through a Serializer decodes each Pod as the
