@@ -181,6 +181,35 @@ func (a *app) startMembers(cmd *cobra.Command, controlPlanes string, n int, dir 
 // errReplicaExited is the cause of a stop that a replica's exit began.
 var errReplicaExited = errors.New("a replica exited before it was stopped")
 
+// replicaArgs returns the arguments of replica i: "run" against
+// kubeconfig, with this process's flags for what replicas share (Leases,
+// member clusters and how they are shared out, logging), probes on the
+// i-th port after this process's, and metrics off.
+func (a *app) replicaArgs(cmd *cobra.Command, i int, kubeconfig string) []string {
+	lc, cs := a.flags.lifecycle, a.flags.clusterSecrets
+	args := []string{"run", "--kubeconfig", kubeconfig, "--metrics-bind-address", "0",
+		"--health-probe-bind-address", nthPort(lc.HealthProbeBindAddress, i),
+		"--leader-elect=" + strconv.FormatBool(lc.LeaderElection.Enabled),
+		"--leader-election-namespace", lc.LeaderElection.Namespace, "--leader-election-id", lc.LeaderElection.Name,
+		"--shard-namespace", a.flags.shards.Namespace, "--shard-buckets", strconv.Itoa(a.flags.shards.Buckets),
+		"--stop-timeout", lc.StopTimeout.String(),
+		"--shard-clusters=" + strconv.FormatBool(a.flags.shardClusters),
+		"--wait-for-clusters=" + strconv.FormatBool(a.flags.waitForClusters),
+		"--cluster-secrets-namespace", cs.Namespace,
+		"--cluster-secrets-allow-credential-plugins=" + strconv.FormatBool(cs.AllowCredentialPlugins),
+		"--cluster-secrets-allow-local-files=" + strconv.FormatBool(cs.AllowLocalFiles)}
+	for _, f := range a.flags.clusterFiles {
+		args = append(args, "--cluster-kubeconfig", f.String())
+	}
+	// Logging as this process logs.
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if strings.HasPrefix(f.Name, "zap-") || f.Name == "log-level" || f.Name == "log-format" {
+			args = append(args, "--"+f.Name+"="+f.Value.String())
+		}
+	})
+	return args
+}
+
 // replicaProcesses are the replicas local starts besides itself.
 type replicaProcesses struct {
 	procs    []*exec.Cmd
@@ -189,9 +218,7 @@ type replicaProcesses struct {
 }
 
 // startReplicas starts n more replicas of the app from this binary, with
-// "run" against kubeconfig and this process's flags for what they share:
-// Leases, logging; probes on the ports after this process's, metrics off.
-// They print to the same output and, in this process's group, get the
+// replicaArgs. They print to the same output and, in this process's group, get the
 // terminal's Ctrl-C too. A replica that exits before stop calls exited
 // with an error naming it.
 func (a *app) startReplicas(cmd *cobra.Command, n int, kubeconfig string, exited context.CancelCauseFunc) (*replicaProcesses, error) {
@@ -203,24 +230,8 @@ func (a *app) startReplicas(cmd *cobra.Command, n int, kubeconfig string, exited
 	if err != nil {
 		return nil, fmt.Errorf("find this binary to start replicas: %w", err)
 	}
-	lc := a.flags.lifecycle
 	for i := 1; i <= n; i++ {
-		args := []string{"run", "--kubeconfig", kubeconfig, "--metrics-bind-address", "0",
-			"--health-probe-bind-address", nthPort(lc.HealthProbeBindAddress, i),
-			"--leader-elect=" + strconv.FormatBool(lc.LeaderElection.Enabled),
-			"--leader-election-namespace", lc.LeaderElection.Namespace, "--leader-election-id", lc.LeaderElection.Name,
-			"--shard-namespace", a.flags.shards.Namespace, "--shard-buckets", strconv.Itoa(a.flags.shards.Buckets),
-			"--stop-timeout", lc.StopTimeout.String()}
-		for _, f := range a.flags.clusterFiles {
-			args = append(args, "--cluster-kubeconfig", fmt.Sprintf("%s=%s", f.Name, f.Path))
-		}
-		// Logging as this process logs.
-		cmd.Flags().Visit(func(f *pflag.Flag) {
-			if strings.HasPrefix(f.Name, "zap-") || f.Name == "log-level" || f.Name == "log-format" {
-				args = append(args, "--"+f.Name+"="+f.Value.String())
-			}
-		})
-		p := exec.Command(self, args...)
+		p := exec.Command(self, a.replicaArgs(cmd, i, kubeconfig)...)
 		p.Stdout, p.Stderr = cmd.ErrOrStderr(), cmd.ErrOrStderr()
 		if err := p.Start(); err != nil {
 			return nil, errors.Join(fmt.Errorf("start replica %d: %w", i, err), procs.stop())
