@@ -56,19 +56,11 @@ func BenchmarkDecodeConfigMaps(b *testing.B) {
 				ResourceVersion: "1", Labels: map[string]string{"app": "fxkube-bench", "tier": tier}},
 			Data: map[string]string{"version": "1", "config.yaml": fmt.Sprintf("server:\n  port: %d\n  name: obj-%05d\n", 8000+i%1000, i)},
 		}
-		raws = append(raws, marshalObject(b, cm))
+		raws = append(raws, marshal(b, cm))
 		cm.ResourceVersion, cm.Data["version"] = "2", "2"
-		updates["update"] = append(updates["update"], marshalObject(b, cm))
+		updates["update"] = append(updates["update"], marshal(b, cm))
 	}
 	benchDecode(b, &corev1.ConfigMap{}, raws, updates)
-}
-
-func marshalObject(b testing.TB, obj marshaler) []byte {
-	raw, err := obj.Marshal()
-	if err != nil {
-		b.Fatal(err)
-	}
-	return raw
 }
 
 // benchDecode decodes raws, encodings of objects of example's type, into

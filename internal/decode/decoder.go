@@ -552,7 +552,7 @@ type wireField struct {
 // more than once.
 func (d *Decoder) scan(pl *plan, b []byte) ([]wireField, bool) {
 	start := len(d.fields)
-	var runs [4]uint64 // field numbers below 256 whose run has ended
+	var runs [maxPlanned / 64]uint64 // fields decoded apart whose run has ended
 	last := uint64(0)
 	for i := 0; i < len(b); {
 		f := wireField{start: i}

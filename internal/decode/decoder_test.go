@@ -61,8 +61,8 @@ func generated(t testing.TB, raw []byte, strip bool) *corev1.Pod {
 	return &pod
 }
 
-func marshal(t testing.TB, pod *corev1.Pod) []byte {
-	raw, err := pod.Marshal()
+func marshal(t testing.TB, obj marshaler) []byte {
+	raw, err := obj.Marshal()
 	require.NoError(t, err)
 	return raw
 }

@@ -27,7 +27,7 @@ type marshaler interface{ Marshal() ([]byte, error) }
 // do updates of them, each a copy with one top-level field filled anew.
 func TestDecodeEveryKindAsGenerated(t *testing.T) {
 	scheme := clientgoscheme.Scheme
-	f := fuzzer.FuzzerFor(metafuzzer.Funcs, rand.NewSource(35), serializer.NewCodecFactory(scheme))
+	f := objectFuzzer()
 	kinds := 0
 	for gvk, typ := range scheme.AllKnownTypes() {
 		if gvk.Version == runtime.APIVersionInternal || strings.HasSuffix(gvk.Kind, "List") {
@@ -55,11 +55,8 @@ func TestDecodeEveryKindAsGenerated(t *testing.T) {
 				} else {
 					f.Fill(obj.Interface())
 				}
-				meta := obj.Elem().FieldByName("ObjectMeta").Addr().Interface().(*metav1.ObjectMeta)
-				meta.Name, meta.Namespace = "obj", "ns"
 				last = obj
-				raw, err := obj.Interface().(marshaler).Marshal()
-				require.NoError(t, err)
+				raw := encodeNamed(t, obj, "obj")
 				want := reflect.New(typ)
 				require.NoError(t, want.Interface().(unmarshaler).Unmarshal(raw))
 				want.Elem().FieldByName("ObjectMeta").FieldByName("ManagedFields").SetZero()
@@ -69,6 +66,20 @@ func TestDecodeEveryKindAsGenerated(t *testing.T) {
 		})
 	}
 	require.Greater(t, kinds, 50, "kinds decoded")
+}
+
+// objectFuzzer is apimachinery's round-trip fuzzer of client-go's types,
+// seeded alike in every run.
+func objectFuzzer() interface{ Fill(obj any) } {
+	return fuzzer.FuzzerFor(metafuzzer.Funcs, rand.NewSource(35), serializer.NewCodecFactory(clientgoscheme.Scheme))
+}
+
+// encodeNamed names obj, a pointer to a generated object, ns/name and
+// returns its encoding.
+func encodeNamed(t testing.TB, obj reflect.Value, name string) []byte {
+	meta := obj.Elem().FieldByName("ObjectMeta").Addr().Interface().(*metav1.ObjectMeta)
+	meta.Name, meta.Namespace = name, "ns"
+	return marshal(t, obj.Interface().(marshaler))
 }
 
 // requireSame requires a and b deep-equal, with each quantity's

@@ -2,7 +2,6 @@ package decode
 
 import (
 	"fmt"
-	"math/rand"
 	"reflect"
 	"testing"
 
@@ -14,11 +13,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/api/apitesting/fuzzer"
-	metafuzzer "k8s.io/apimachinery/pkg/apis/meta/fuzzer"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/fxkube/fxkube/internal/workload"
 )
@@ -87,7 +81,7 @@ var fuzzKinds = []any{
 //
 //	go test -run '^$' -fuzz FuzzDecodeKinds -fuzztime 30s ./internal/decode
 func FuzzDecodeKinds(f *testing.F) {
-	fill := fuzzer.FuzzerFor(metafuzzer.Funcs, rand.NewSource(35), serializer.NewCodecFactory(clientgoscheme.Scheme))
+	fill := objectFuzzer()
 	stores := make([]*store, len(fuzzKinds))
 	for i, example := range fuzzKinds {
 		stores[i] = newStore(f, example)
@@ -95,10 +89,7 @@ func FuzzDecodeKinds(f *testing.F) {
 		for j := range 3 {
 			obj := reflect.New(typ)
 			fill.Fill(obj.Interface())
-			meta := obj.Elem().FieldByName("ObjectMeta").Addr().Interface().(*metav1.ObjectMeta)
-			meta.Name, meta.Namespace = fmt.Sprint("obj-", j), "ns"
-			raw, err := obj.Interface().(marshaler).Marshal()
-			require.NoError(f, err)
+			raw := encodeNamed(f, obj, fmt.Sprint("obj-", j))
 			stores[i].hold(f, raw)
 			f.Add(byte(i), raw)
 			f.Add(byte(i), raw[:len(raw)/2])

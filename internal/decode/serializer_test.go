@@ -49,6 +49,8 @@ func TestSerializerDecodesAsTheRESTClient(t *testing.T) {
 	// reads the objects it took and the store does not hold yet.
 	var wg sync.WaitGroup
 	done := make(chan struct{})
+	defer wg.Wait()
+	defer close(done)
 	wg.Go(func() {
 		for {
 			select {
@@ -65,8 +67,6 @@ func TestSerializerDecodesAsTheRESTClient(t *testing.T) {
 		assert.Equal(t, corev1.SchemeGroupVersion.WithKind("Pod"), *gvk)
 		require.True(t, equality.Semantic.DeepEqual(want, got))
 	}
-	close(done)
-	wg.Wait()
 }
 
 // eventDecoders returns a Serializer's stream decoder of watch events,
@@ -131,7 +131,7 @@ func TestWatchEventsDecodeAsTheStreamSerializer(t *testing.T) {
 	var event metav1.WatchEvent
 	_, _, err = ours.Decode(frame, nil, &event)
 	require.NoError(t, err)
-	require.Equal(t, unsafe.SliceData(frame[len(frame)-len("object"):]), unsafe.SliceData(event.Object.Raw), "the object is left in the frame")
+	require.Same(t, unsafe.SliceData(frame[len(frame)-len("object"):]), unsafe.SliceData(event.Object.Raw), "the object is left in the frame")
 	require.Equal(t, 1.0, testing.AllocsPerRun(100, func() {
 		_, _, _ = ours.Decode(frame, nil, &event)
 	}), "decoding a frame allocates only the kind it returns")
