@@ -129,18 +129,25 @@ func TestOptionsPrintTheirCall(t *testing.T) {
 	}
 }
 
+// twoCaches returns a registry and two caches of it, consumers a and b,
+// that map ConfigMaps.
+func twoCaches(t *testing.T) (r *fxstore.Registry, a, b crcache.Cache) {
+	r = fxstore.NewRegistry(clientgoscheme.Scheme)
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
+	a, err := storecache.New(r, mapper, crcache.Options{}, storecache.WithConsumer("a"))
+	require.NoError(t, err)
+	b, err = storecache.New(r, mapper, crcache.Options{}, storecache.WithConsumer("b"))
+	require.NoError(t, err)
+	return r, a, b
+}
+
 // RemoveInformer gives back one cache's hold on a kind's store, as
 // controller-runtime's removes that cache's informer: another cache
 // reading the kind keeps its store, and once none holds it, the store
 // stops. A read afterwards asks for the store again.
 func TestRemoveInformerReleasesOneCachesHold(t *testing.T) {
-	r := fxstore.NewRegistry(clientgoscheme.Scheme)
-	mapper := meta.NewDefaultRESTMapper(nil)
-	mapper.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
-	a, err := storecache.New(r, mapper, crcache.Options{}, storecache.WithConsumer("a"))
-	require.NoError(t, err)
-	b, err := storecache.New(r, mapper, crcache.Options{}, storecache.WithConsumer("b"))
-	require.NoError(t, err)
+	r, a, b := twoCaches(t)
 	src := fxstoretest.NewSource(clientgoscheme.Scheme, testenv.ConfigMap("ns", "x"))
 	fxstoretest.Start(t, r, src)
 	key := client.ObjectKey{Namespace: "ns", Name: "x"}
@@ -170,13 +177,7 @@ func TestRemoveInformerReleasesOneCachesHold(t *testing.T) {
 // and that informer says it stopped. Another cache's handlers on the same
 // store go on.
 func TestRemoveInformerSilencesOnlyThatCachesHandlers(t *testing.T) {
-	r := fxstore.NewRegistry(clientgoscheme.Scheme)
-	mapper := meta.NewDefaultRESTMapper(nil)
-	mapper.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
-	a, err := storecache.New(r, mapper, crcache.Options{}, storecache.WithConsumer("a"))
-	require.NoError(t, err)
-	b, err := storecache.New(r, mapper, crcache.Options{}, storecache.WithConsumer("b"))
-	require.NoError(t, err)
+	r, a, b := twoCaches(t)
 	src := fxstoretest.NewSource(clientgoscheme.Scheme)
 	fxstoretest.Start(t, r, src)
 
@@ -196,7 +197,7 @@ func TestRemoveInformerSilencesOnlyThatCachesHandlers(t *testing.T) {
 	require.NoError(t, a.RemoveInformer(t.Context(), &corev1.ConfigMap{}))
 	assert.True(t, infA.IsStopped(), "the removed kind's informer")
 	assert.False(t, infB.IsStopped(), "the other cache's")
-	_, err = infA.AddEventHandler(toolscache.ResourceEventHandlerFuncs{})
+	_, err := infA.AddEventHandler(toolscache.ResourceEventHandlerFuncs{})
 	require.ErrorContains(t, err, "RemoveInformer")
 	require.NoError(t, src.Client().Create(t.Context(), testenv.ConfigMap("ns", "y")))
 	require.Eventually(t, func() bool { return addsB.Load() == 2 }, 10*time.Second, time.Millisecond, "b hears y")
