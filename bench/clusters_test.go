@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"runtime"
 	"strconv"
 	"sync"
 	"testing"
@@ -152,11 +151,8 @@ func BenchmarkClusters(b *testing.B) {
 
 // heapAfterGC returns the bytes of live objects once collected.
 func heapAfterGC() int64 {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return int64(m.HeapAlloc)
+	_, alloc := heapNow()
+	return alloc
 }
 
 // fleet is a running fleet of fxkube's, with a store of Pods in every

@@ -68,9 +68,8 @@ func benchServerReads(b *testing.B, kube kubernetes.Interface, w kindsWorkload) 
 	}
 	b.ReportMetric(0, "ns/op")
 	for name, v := range map[string][]float64{mServerStream: streams, mServerList: lists} {
-		slices.Sort(v)
-		b.ReportMetric(v[len(v)/2], name)
-		kindResults.record(w.objects, kindsName(w, apiServerAlone), name, v[len(v)/2])
+		b.ReportMetric(median(v), name)
+		kindResults.record(w.objects, kindsName(w, apiServerAlone), name, median(v))
 	}
 }
 
