@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
 	"go.uber.org/zap"
@@ -118,9 +119,8 @@ func startFxkubeInMember(t *testing.T, cfg *rest.Config, setup func(ctrl.Manager
 		_, err := fleet.GetCluster(ctx, "tests")
 		return err == nil
 	}, time.Minute, 50*time.Millisecond, "the member joins")
-	var tasks []fxstore.StoreInfo
-	require.Eventually(t, func() bool {
-		tasks = nil
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var tasks []fxstore.StoreInfo
 		for _, m := range fleet.Clusters() {
 			for _, s := range m.Stores {
 				if s.Key.Kind.Kind == "Task" {
@@ -128,7 +128,8 @@ func startFxkubeInMember(t *testing.T, cfg *rest.Config, setup func(ctrl.Manager
 				}
 			}
 		}
-		return len(tasks) == 1 && len(tasks[0].Consumers) == 2
-	}, time.Minute, 50*time.Millisecond, "one Task store in the member, for the operator and the other module: %v", tasks)
-	require.Contains(t, tasks[0].Consumers, "another-module")
+		require.Len(c, tasks, 1, "one Task store in the member: %v", tasks)
+		assert.Len(c, tasks[0].Consumers, 2, "for the operator and the other module")
+		assert.Contains(c, tasks[0].Consumers, "another-module")
+	}, time.Minute, 50*time.Millisecond)
 }
