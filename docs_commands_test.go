@@ -441,11 +441,10 @@ type docSession struct {
 	env     []string   // the environment of every command
 	prelude []string   // the export and alias lines run so far
 
-	app        *exec.Cmd       // make run
-	appOut     *testenv.Buffer // what it printed
-	probes     string          // its /readyz's address
-	kubeconfig string          // the kubeconfig it printed
-	configHash string          // the rollout's hash, before the change
+	app        *foreground // make run
+	probes     string      // its /readyz's address
+	kubeconfig string      // the kubeconfig it printed
+	configHash string      // the rollout's hash, before the change
 
 	fleetDir    string // where `./fleet local` wrote its kubeconfigs
 	fleetProbes string // its /readyz's address
@@ -541,6 +540,78 @@ func (s *docSession) rewrite(text string) string {
 	return strings.NewReplacer(pairs...).Replace(text)
 }
 
+// foreground is a command a reader runs in a terminal of its own: in a
+// process group of its own, stopped with Ctrl-C when the session ends.
+type foreground struct {
+	name   string
+	cmd    *exec.Cmd
+	out    *testenv.Buffer
+	exited chan struct{} // closed once err is set
+	err    error
+	// plane is every kube-apiserver and etcd seen under the command,
+	// which must be gone once it has exited.
+	plane []testenv.Process
+}
+
+// startForeground starts cmd, named name, in the session's directory and
+// environment. When the session ends, it sends Ctrl-C, as a terminal
+// sends it to its foreground process group, and hands stopped the exit
+// status; it then requires the command's control planes gone.
+func (s *docSession) startForeground(name string, cmd *exec.Cmd, stopped func(t *testing.T, err error)) *foreground {
+	t := s.t
+	f := &foreground{name: name, cmd: cmd, out: &testenv.Buffer{}, exited: make(chan struct{})}
+	cmd.Dir, cmd.Env = s.root, s.env
+	cmd.Stdout, cmd.Stderr = f.out, f.out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, cmd.Start())
+	go func() { f.err = cmd.Wait(); close(f.exited) }()
+	s.top.Cleanup(func() {
+		t := s.top
+		f.watch(t)
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+		select {
+		case <-f.exited:
+			stopped(t, f.err)
+		case <-time.After(time.Minute):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-f.exited
+			t.Errorf("%s: still running a minute after Ctrl-C; output:\n%s", name, f.out)
+		}
+		for _, p := range f.plane {
+			if !assert.False(t, p.Alive(), "%s (pid %d) outlived %s", p.Name, p.PID, name) {
+				_ = syscall.Kill(p.PID, syscall.SIGKILL)
+			}
+		}
+	})
+	return f
+}
+
+// watch records the kube-apiservers and etcds running under f now.
+func (f *foreground) watch(t *testing.T) {
+	for _, p := range testenv.Descendants(t, f.cmd.Process.Pid) {
+		if (p.Name == controlplane.APIServer || p.Name == controlplane.Etcd) && !slices.Contains(f.plane, p) {
+			f.plane = append(f.plane, p)
+		}
+	}
+}
+
+// waitReady waits until ready reports true, watching f's control planes
+// meanwhile. It fails the test if f exits first, or after 3 minutes.
+func (f *foreground) waitReady(t *testing.T, ready func() bool) {
+	timeout := time.After(3 * time.Minute)
+	for !ready() {
+		f.watch(t)
+		select {
+		case <-f.exited:
+			t.Fatalf("%s exited: %v; output:\n%s", f.name, f.err, f.out)
+		case <-timeout:
+			t.Fatalf("%s: not ready within 3m; output:\n%s", f.name, f.out)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	f.watch(t)
+}
+
 // makeRun starts `make run`, as a reader does in a first terminal, and
 // waits for the app to be ready. Once it runs, a `make run` of a later
 // guide finds it ready. It is stopped as a reader stops it, with Ctrl-C,
@@ -555,62 +626,18 @@ func (s *docSession) makeRun(c shellCommand) {
 	metrics := testenv.LoopbackAddr(t)
 	args := append(strings.Fields(c.text)[1:], "LOCAL_APP="+filepath.Join(s.bin, "fxkube-local"),
 		"ARGS=--health-probe-bind-address "+s.probes+" --metrics-bind-address "+metrics)
-	cmd := exec.Command("make", args...)
-	cmd.Dir, cmd.Env = s.root, s.env
-	s.app, s.appOut = cmd, &testenv.Buffer{}
-	cmd.Stdout, cmd.Stderr = s.appOut, s.appOut
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	require.NoError(t, cmd.Start())
-	var waitErr error
-	exited := make(chan struct{}) // closed once waitErr is set
-	go func() { waitErr = cmd.Wait(); close(exited) }()
-	// Every kube-apiserver and etcd seen under make, which must be gone
-	// once it has exited.
-	var plane []testenv.Process
-	watch := func(t *testing.T) {
-		for _, p := range testenv.Descendants(t, cmd.Process.Pid) {
-			if (p.Name == controlplane.APIServer || p.Name == controlplane.Etcd) && !slices.Contains(plane, p) {
-				plane = append(plane, p)
-			}
-		}
-	}
-	s.top.Cleanup(func() {
-		t := s.top
-		// Ctrl-C, as a terminal sends it to its foreground process group.
+	s.app = s.startForeground("make run", exec.Command("make", args...), func(t *testing.T, err error) {
 		// make, interrupted, ends itself with the signal once the app has.
-		watch(t)
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
-		select {
-		case <-exited:
-			var exit *exec.ExitError
-			if waitErr != nil && (!errors.As(waitErr, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGINT) {
-				t.Errorf("make run: %v; output:\n%s", waitErr, s.appOut)
-			}
-		case <-time.After(time.Minute):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-			t.Errorf("make run: still running a minute after Ctrl-C; output:\n%s", s.appOut)
+		var exit *exec.ExitError
+		if err != nil && (!errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGINT) {
+			t.Errorf("make run: %v; output:\n%s", err, s.app.out)
 		}
-		assert.NotContains(t, s.appOut.String(), "make: ***")
-		assert.NotContains(t, s.appOut.String(), "Error:")
-		assert.Contains(t, s.appOut.String(), "stopping")
-		for _, p := range plane {
-			if !assert.False(t, p.Alive(), "%s (pid %d) outlived make run", p.Name, p.PID) {
-				_ = syscall.Kill(p.PID, syscall.SIGKILL)
-			}
-		}
+		assert.NotContains(t, s.app.out.String(), "make: ***")
+		assert.NotContains(t, s.app.out.String(), "Error:")
+		assert.Contains(t, s.app.out.String(), "stopping")
 	})
-	for deadline := time.Now().Add(3 * time.Minute); testenv.Status(s.probes, "/readyz") != http.StatusOK; {
-		watch(t)
-		select {
-		case <-exited:
-			t.Fatalf("make run exited: %v; output:\n%s", waitErr, s.appOut)
-		case <-time.After(100 * time.Millisecond):
-		}
-		require.True(t, time.Now().Before(deadline), "make run: not ready within 3m; output:\n%s", s.appOut)
-	}
-	watch(t)
-	require.NotEmpty(t, plane, "a kube-apiserver and etcd run under make run")
+	s.app.waitReady(t, func() bool { return testenv.Status(s.probes, "/readyz") == http.StatusOK })
+	require.NotEmpty(t, s.app.plane, "a kube-apiserver and etcd run under make run")
 	assert.Equal(t, http.StatusOK, testenv.Status(metrics, "/metrics"), "plain HTTP metrics")
 }
 
@@ -624,43 +651,20 @@ func (s *docSession) fleetLocal(c shellCommand) {
 	probes := testenv.LoopbackAddr(t)
 	command, _, _ := strings.Cut(s.rewrite(c.text), " #") // no shell to drop the comment
 	args := append(strings.Fields(command), "--health-probe-bind-address", probes, "--metrics-bind-address", "0")
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Dir, cmd.Env = s.root, s.env
-	out := &testenv.Buffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	require.NoError(t, cmd.Start())
-	var waitErr error
-	exited := make(chan struct{}) // closed once waitErr is set
-	go func() { waitErr = cmd.Wait(); close(exited) }()
-	s.top.Cleanup(func() {
-		t := s.top
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
-		select {
-		case <-exited:
-			assert.NoError(t, waitErr, "fleet local: exit status; output:\n%s", out)
-		case <-time.After(time.Minute):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-			t.Errorf("fleet local: still running a minute after Ctrl-C; output:\n%s", out)
-		}
+	var fleet *foreground
+	fleet = s.startForeground("fleet local", exec.Command(args[0], args[1:]...), func(t *testing.T, err error) {
+		assert.NoError(t, err, "fleet local: exit status; output:\n%s", fleet.out)
 	})
-	ready := func() bool {
+	fleet.waitReady(t, func() bool {
 		for _, path := range []string{"/readyz", "/readyz/cluster-member-1", "/readyz/cluster-member-2"} {
 			if testenv.Status(probes, path) != http.StatusOK {
 				return false
 			}
 		}
 		return true
-	}
-	for deadline := time.Now().Add(3 * time.Minute); !ready(); {
-		select {
-		case <-exited:
-			t.Fatalf("fleet local exited: %v; output:\n%s", waitErr, out)
-		case <-time.After(100 * time.Millisecond):
-		}
-		require.True(t, time.Now().Before(deadline), "fleet local: not ready within 3m; output:\n%s", out)
-	}
+	})
+	require.NotEmpty(t, fleet.plane, "kube-apiservers and etcds run under fleet local")
+	out := fleet.out
 	printed := regexp.MustCompile(`(?m)^  export KUBECONFIG=(/\S+)/kubeconfig$`).FindStringSubmatch(out.String())
 	require.NotNil(t, printed, "fleet local printed no kubeconfig; output:\n%s", out)
 	for _, member := range []string{"member-1", "member-2"} {
@@ -675,8 +679,8 @@ func (s *docSession) exportKubeconfig(c shellCommand) {
 	shown := regexp.MustCompile(`^export KUBECONFIG=(\S+)`).FindStringSubmatch(c.text)
 	require.NotNil(s.t, shown, c.text)
 	pattern := strings.ReplaceAll(regexp.QuoteMeta(shown[1]), `\.\.\.`, `[^/\s]+`)
-	printed := regexp.MustCompile(`(?m)^  export KUBECONFIG=(` + pattern + `)$`).FindStringSubmatch(s.appOut.String())
-	require.NotNil(s.t, printed, "make run printed no kubeconfig like %s; output:\n%s", shown[1], s.appOut)
+	printed := regexp.MustCompile(`(?m)^  export KUBECONFIG=(` + pattern + `)$`).FindStringSubmatch(s.app.out.String())
+	require.NotNil(s.t, printed, "make run printed no kubeconfig like %s; output:\n%s", shown[1], s.app.out)
 	s.kubeconfig = printed[1]
 	s.keep(strings.Replace(c.text, shown[1], s.kubeconfig, 1))
 }
