@@ -219,7 +219,7 @@ func (c *Controller) reconcile(ctx context.Context, req Request) (reconcile.Resu
 	m := c.fleet.member(req.ClusterName)
 	// A member whose bucket this replica no longer holds is fenced at
 	// once: its leaving may not have begun yet.
-	if m == nil || !c.fleet.owns(req.ClusterName) {
+	if m == nil || !c.fleet.owns(m.offer.bucket) {
 		return reconcile.Result{}, nil
 	}
 	done, ok := m.acquire()

@@ -70,7 +70,7 @@ type Fleet struct {
 	providerErrs []error
 	providers    sync.WaitGroup
 	wg           sync.WaitGroup
-	// elected is closed once the app leads (see elected).
+	// elected is closed once member work may begin (see elected).
 	elected     chan struct{}
 	electedOnce sync.Once
 }
@@ -216,7 +216,7 @@ func (f *Fleet) Engage(ctx context.Context, name ClusterName, cfg *rest.Config) 
 	o := &offer{name: name, conn: conn, bucket: f.bucketOf(name)}
 	f.offers[name] = o
 	context.AfterFunc(ctx, func() { f.withdraw(o) })
-	if f.owns(name) {
+	if f.owns(o.bucket) {
 		f.startLocked(o)
 		return nil
 	}
@@ -445,8 +445,8 @@ func (f *Fleet) asksIn(key fxstore.Key, name ClusterName) bool {
 }
 
 // Check connects to the cluster of cfg as the member name would join,
-// without starting its stores: each store asked for in every member is
-// checked at its source (its kind is served, and it may be listed and
+// without starting its stores: each store asked for in that member
+// (in every member, or in it by name) is checked at its source (its kind is served, and it may be listed and
 // watched). The member is Ready if every store passes, else Failed with
 // every store's cause. describe --cluster checks the members its flags
 // name so.

@@ -171,8 +171,9 @@ func needsLeader(rn manager.Runnable) bool {
 	return true
 }
 
-// elected closes the fleet's elected channel once the app leads: the
-// lifecycle starts it on the leader.
+// elected closes the fleet's elected channel once the member work may
+// begin: the lifecycle starts it on the leader, or on every replica when
+// the fleet shares its members out (NeedLeaderElection).
 type elected struct{ f *Fleet }
 
 func (e elected) Start(ctx context.Context) error {

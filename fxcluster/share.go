@@ -120,10 +120,10 @@ func (f *Fleet) bucketOf(name ClusterName) int {
 	return f.coordinator.Buckets().OfValue(string(name))
 }
 
-// owns reports whether the member name is this replica's to run: always,
-// unless the fleet shares its members out.
-func (f *Fleet) owns(name ClusterName) bool {
-	return f.coordinator == nil || f.coordinator.Owns(f.bucketOf(name))
+// owns reports whether the members of bucket are this replica's to run:
+// always, unless the fleet shares its members out.
+func (f *Fleet) owns(bucket int) bool {
+	return f.coordinator == nil || f.coordinator.Owns(bucket)
 }
 
 // runCoordinator takes part in the group of replicas until ctx ends, then

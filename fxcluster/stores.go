@@ -11,8 +11,9 @@ import (
 	"github.com/fxkube/fxkube/internal/caller"
 )
 
-// Stores is a store of T objects in every member cluster: one spec, asked
-// for in each member's registry as it joins.
+// Stores is a store of T objects in every member cluster, or in the
+// members ForClusters names: one spec, asked for in each such member's
+// registry as it joins.
 type Stores[T client.Object] struct {
 	fleet *Fleet
 	// names are the members asked, or nil for every member.
