@@ -277,7 +277,7 @@ func (d *Decoder) clearIfRebuilt() {
 	if g := d.table.Generation(); g != d.generation {
 		d.generation = g
 		d.clearIndex()
-		if d.table.Len() == 0 {
+		if d.table.Listed() == 0 {
 			// The store holds nothing: neither does the decoder.
 			clear(d.records)
 			d.seen = nil

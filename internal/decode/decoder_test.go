@@ -206,3 +206,34 @@ func TestDecodeListAsGenerated(t *testing.T) {
 	assert.Equal(t, wantErr.Error(), err.Error())
 	require.ErrorContains(t, s.decoder.DecodeList(raw, &corev1.ConfigMapList{}), "is not a list of")
 }
+
+// A store whose objects are all deleted leaves its decoder holding
+// nothing, though its table's pool serves another store that still holds
+// the same Pods, as members of a fleet share one.
+func TestEmptiedStoreOfAPoolLeavesItsDecoderEmpty(t *testing.T) {
+	pool := share.NewPool()
+	stores := [2]*store{}
+	for i := range stores {
+		s := &store{Store: cache.NewStore(cache.MetaNamespaceKeyFunc)}
+		s.table = pool.Table(s.Store)
+		s.decoder = New(&corev1.Pod{}, s.table, WithoutManagedFields())
+		stores[i] = s
+	}
+	deployment := workload.Deployment("shop", 1, 4)
+	for r := range 4 {
+		raw := marshal(t, withManagedFields(workload.Pod(deployment, r)))
+		for _, s := range stores {
+			s.hold(t, raw)
+		}
+	}
+	emptied := stores[0]
+	require.Positive(t, emptied.decoder.Bytes())
+	for _, obj := range emptied.List() {
+		require.NoError(t, emptied.Delete(obj))
+		emptied.table.Dropped(obj)
+		emptied.decoder.Dropped(obj)
+	}
+	assert.Zero(t, emptied.decoder.Bytes(), "the emptied store's decoder")
+	assert.Positive(t, stores[1].decoder.Bytes(), "the other store's")
+	assert.Len(t, stores[1].List(), 4)
+}

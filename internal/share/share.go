@@ -30,10 +30,11 @@
 //     it replaced;
 //   - a deleted object's share of the table.
 //
-// Once that is half of what it holds, or its owner holds nothing, it
-// rebuilds itself from the objects its owner still holds and those taken
-// but not held yet: what no object holds any more is gone. Churn does not grow it,
-// and a table whose owner holds nothing is empty. An initial list only
+// Once that is half of what it holds, or its owners hold nothing, a
+// table's pool rebuilds itself from the objects the owners of its tables
+// still hold and those taken but not held yet: what no object holds any
+// more is gone. Churn does not grow it, and a pool whose owners hold
+// nothing is empty. An initial list only
 // adds, and never rebuilds. The owner tells the table what it holds and
 // drops, through [Table.Held] and [Table.Dropped].
 //
@@ -120,6 +121,9 @@ type takenBy struct {
 type Table struct {
 	pool   *Pool
 	holder Holder
+	// listed is how many objects holder listed at the pool's last
+	// rebuild.
+	listed int
 }
 
 // Reused is a value inside an object that is canonical already, as a
@@ -287,6 +291,16 @@ func (t *Table) Generation() int {
 	return pl.generation
 }
 
+// Listed returns how many objects the table's owner listed at the pool's
+// last rebuild: none, if it held nothing then, though other tables of the
+// pool may.
+func (t *Table) Listed() int {
+	pl := t.pool
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return t.listed
+}
+
 // Len returns how many canonical parts the pool holds.
 func (t *Table) Len() int {
 	pl := t.pool
@@ -304,6 +318,7 @@ func (pl *Pool) rebuild() {
 	listed := map[any]struct{}{}
 	for t := range pl.tables {
 		live := t.holder.List()
+		t.listed = len(live)
 		pl.objects += len(live)
 		for _, obj := range live {
 			listed[obj] = struct{}{}
