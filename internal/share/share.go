@@ -124,6 +124,8 @@ type Table struct {
 	// listed is how many objects holder listed at the pool's last
 	// rebuild.
 	listed int
+	// closed is set by Close: the table takes and drops nothing more.
+	closed bool
 }
 
 // Reused is a value inside an object that is canonical already, as a
@@ -190,11 +192,14 @@ func (pl *Pool) reset() {
 }
 
 // Close tells the pool that t's holder is gone: its objects' parts go,
-// unless others hold them. The pool rebuilds at once.
+// unless others hold them. The pool rebuilds at once. From then on, t
+// takes and drops nothing: an informer still stopping may hand it
+// objects, which must not count in the pool.
 func (t *Table) Close() {
 	pl := t.pool
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
+	t.closed = true
 	if _, ok := pl.tables[t]; !ok {
 		return
 	}
@@ -224,6 +229,9 @@ func (t *Table) TakeReusing(obj any, reused map[unsafe.Pointer]Reused) {
 	pl := t.pool
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
+	if t.closed {
+		return
+	}
 	if _, ok := pl.taken[obj]; ok {
 		return
 	}
@@ -257,6 +265,9 @@ func (t *Table) Dropped(obj any) {
 	pl := t.pool
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
+	if t.closed {
+		return
+	}
 	delete(pl.taken, obj)
 	if pl.objects > 0 {
 		pl.garbage += pl.bytes / int64(pl.objects)

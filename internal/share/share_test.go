@@ -590,4 +590,14 @@ func TestPoolSharesAcrossTables(t *testing.T) {
 	assert.InDelta(t, whole, tables[0].PartsBytes(), float64(whole)/10, "what the first store holds stays")
 	assert.Equal(t, tables[0].Bytes(4)-4*pool.rootSize, tables[0].PartsBytes(), "one table left counts every part")
 	requireEqual(t, before, b, "objects of the closed table are left as they were")
+
+	// An informer still stopping hands the closed table objects: they
+	// count nowhere.
+	late := podsOf(t, workload.Deployment("late", 3, 2), 2)
+	closed := tables[0].PartsBytes()
+	tables[1].Take(late[0])
+	tables[1].Dropped(pods[1][0])
+	assert.Equal(t, closed, tables[0].PartsBytes(), "a closed table takes nothing")
+	assert.Equal(t, tables[0].Bytes(4)-4*pool.rootSize, tables[0].PartsBytes(), "nor drops")
+	assert.Empty(t, pool.taken)
 }
