@@ -429,9 +429,7 @@ func failing(info *ClusterInfo) {
 	if first == nil {
 		return
 	}
-	since := first.Status.FailingSince
-	info.State, info.Since = Failing, since
-	info.Err = &fxstore.StoreError{Key: first.Key, Err: &fxstore.FailingError{Since: since, Err: first.Status.LastError}}
+	info.State, info.Since, info.Err = Failing, first.Status.FailingSince, first.Err()
 }
 
 // errLeft is the cause of a reconcile's context ended as its cluster left.

@@ -157,10 +157,16 @@ func (e *entry) ownHealth() (since time.Time, err error) {
 // failure is what Store.Err returns: nil while the store works.
 func (e *entry) failure() error {
 	since, err := e.health()
+	return storeFailure(e.key, since, err)
+}
+
+// storeFailure is the failure of the store of key, failing since since
+// with err: nil when since is zero.
+func storeFailure(key Key, since time.Time, err error) error {
 	if since.IsZero() {
 		return nil
 	}
-	return &StoreError{Key: e.key, Err: &FailingError{Since: since, Err: err}}
+	return &StoreError{Key: key, Err: &FailingError{Since: since, Err: err}}
 }
 
 // notifyHealth tells e's health handlers of a transition.

@@ -214,6 +214,12 @@ type StoreInfo struct {
 	Status  StoreStatus
 }
 
+// Err returns the store's failure as Store.Err gives it: a *StoreError
+// of a *FailingError, or nil while its source works.
+func (i StoreInfo) Err() error {
+	return storeFailure(i.Key, i.Status.FailingSince, i.Status.LastError)
+}
+
 // StoreStatus is the state of a store's connection to its source.
 type StoreStatus struct {
 	Synced       bool

@@ -462,8 +462,7 @@ func (r *runner) failingStores() error {
 		if since.IsZero() || time.Since(since) <= r.cfg.StoreFailureTimeout {
 			continue
 		}
-		err := &fxstore.StoreError{Key: s.Key, Err: &fxstore.FailingError{Since: since, Err: s.Status.LastError}}
-		errs = append(errs, err)
+		errs = append(errs, s.Err())
 		// The probe withholds the reason: log it, once per failure.
 		if _, told := r.toldFailing.LoadOrStore(s.Key.String()+"@"+since.String(), true); !told {
 			r.log.Error("store failing for longer than the store failure timeout; /readyz fails until it works again",
