@@ -3,7 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -232,25 +234,48 @@ func (f *fleet) waitReady(b *testing.B, names ...fxcluster.ClusterName) {
 	}
 }
 
-// startFleet runs a fleet of members until stop.
-func startFleet(b *testing.B, members map[fxcluster.ClusterName]*rest.Config) (stop func()) {
-	f := newBenchFleet(b)
-	var names []fxcluster.ClusterName
-	for name, cfg := range members {
-		if err := f.aware.Engage(b.Context(), name, cfg); err != nil {
+// engage engages the members of names, each with its config in members.
+func (f *fleet) engage(b *testing.B, members map[fxcluster.ClusterName]*rest.Config, names ...fxcluster.ClusterName) {
+	for _, name := range names {
+		if err := f.aware.Engage(b.Context(), name, members[name]); err != nil {
 			b.Fatal(err)
 		}
-		names = append(names, name)
 	}
+}
+
+// startFleet runs a fleet of members until stop. A failure to start
+// stops what started.
+func startFleet(b *testing.B, members map[fxcluster.ClusterName]*rest.Config) (stop func()) {
+	f := newBenchFleet(b)
+	started := false
+	defer func() {
+		if !started {
+			f.stop()
+		}
+	}()
+	names := slices.Collect(maps.Keys(members))
+	f.engage(b, members, names...)
 	f.waitReady(b, names...)
+	started = true
 	return f.stop
 }
 
 // startClusters runs a controller-runtime cluster.Cluster per member, its
-// cache holding Pods without managedFields, until stop.
+// cache holding Pods without managedFields, until stop. A failure to
+// start stops what started.
 func startClusters(b *testing.B, members map[fxcluster.ClusterName]*rest.Config) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	stop = func() {
+		cancel()
+		wg.Wait()
+	}
+	started := false
+	defer func() {
+		if !started {
+			stop()
+		}
+	}()
 	for _, cfg := range members {
 		c, err := cluster.New(cfg, func(o *cluster.Options) {
 			o.Scheme = clientgoscheme.Scheme
@@ -275,10 +300,8 @@ func startClusters(b *testing.B, members map[fxcluster.ClusterName]*rest.Config)
 			b.Fatal(err)
 		}
 	}
-	return func() {
-		cancel()
-		wg.Wait()
-	}
+	started = true
+	return stop
 }
 
 // timeToReady returns how long the members of names take to be ready in a
@@ -287,11 +310,7 @@ func timeToReady(b *testing.B, members map[fxcluster.ClusterName]*rest.Config, n
 	f := newBenchFleet(b)
 	defer f.stop()
 	began := time.Now()
-	for name, cfg := range members {
-		if err := f.aware.Engage(b.Context(), name, cfg); err != nil {
-			b.Fatal(err)
-		}
-	}
+	f.engage(b, members, slices.Collect(maps.Keys(members))...)
 	f.waitReady(b, names...)
 	return time.Since(began)
 }
@@ -304,11 +323,7 @@ func joinAndLeave(b *testing.B, members map[fxcluster.ClusterName]*rest.Config, 
 	f := newBenchFleet(b)
 	defer f.stop()
 	last := names[len(names)-1]
-	for _, name := range names[:len(names)-1] {
-		if err := f.aware.Engage(b.Context(), name, members[name]); err != nil {
-			b.Fatal(err)
-		}
-	}
+	f.engage(b, members, names[:len(names)-1]...)
 	f.waitReady(b, names[:len(names)-1]...)
 	before := heapAfterGC()
 	ctx, leave := context.WithCancel(b.Context())
