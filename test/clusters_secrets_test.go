@@ -193,12 +193,7 @@ current-context: c
 	requireCopies := func(level string) {
 		t.Helper()
 		for name, kube := range kubes {
-			require.EventuallyWithT(t, func(c *assert.CollectT) {
-				cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "settings", metav1.GetOptions{})
-				if assert.NoError(c, err) {
-					assert.Equal(c, level, cm.Data["level"])
-				}
-			}, time.Minute, 50*time.Millisecond, "the copy in %s", name)
+			requireCopy(t, kube, name, ns, level, time.Minute)
 		}
 	}
 	requireCopies("1")

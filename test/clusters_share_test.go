@@ -113,13 +113,7 @@ func (r *shareReplica) ready() []fxcluster.ClusterName {
 // Under steady writes to every member, no member is ever reconciled by
 // both replicas at once.
 func TestReplicasShareMembersOut(t *testing.T) {
-	own := testenv.Config(t)
-	ownKube := kubernetes.NewForConfigOrDie(own)
-	ns := testenv.Namespace(t, ownKube, "share")
-	cps := testenv.Members(t, 2)
-	configs := []*rest.Config{cps[0].Config, cps[1].Config, own}
-
-	names, members, kubes := shareMembers(t, configs)
+	ns, names, members, kubes := shareMembers(t)
 
 	var log testenv.Records[reconciled]
 	a := startShareReplica(t, "replica-a", ns, members, &log)
@@ -241,12 +235,7 @@ func TestKilledReplicasMembersAreTakenOver(t *testing.T) {
 	out, err := exec.Command("go", "build", "-o", bin, "github.com/fxkube/fxkube/test/fleetapp").CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
 
-	own := testenv.Config(t)
-	ownKube := kubernetes.NewForConfigOrDie(own)
-	ns := testenv.Namespace(t, ownKube, "share")
-	cps := testenv.Members(t, 2)
-	configs := []*rest.Config{cps[0].Config, cps[1].Config, own}
-	names, members, kubes := shareMembers(t, configs)
+	ns, names, members, kubes := shareMembers(t)
 	args := []string{"--kubeconfig", testenv.KubeconfigPath(t), "--shard-clusters", "--shard-buckets", "2", "--shard-namespace", ns, "--stop-timeout", "5s"}
 	for _, name := range names {
 		path := filepath.Join(dir, string(name)+".kubeconfig")
@@ -300,11 +289,17 @@ func TestKilledReplicasMembersAreTakenOver(t *testing.T) {
 		aHad, took.Round(time.Millisecond), counts, bAfter)
 }
 
-// shareMembers names three members, over configs, for two replicas that
-// share them out through two buckets: two in bucket 0 and one in bucket
-// 1, so that each replica holds some. Each has a namespace "shared".
-func shareMembers(t *testing.T, configs []*rest.Config) (names []fxcluster.ClusterName, members map[fxcluster.ClusterName]*rest.Config, kubes map[fxcluster.ClusterName]kubernetes.Interface) {
+// shareMembers names three members for two replicas that share them
+// out through two buckets: two in bucket 0 and one in bucket 1, so that
+// each replica holds some. They are two control planes of their own and
+// the test's, in which ns is the replicas' namespace. Each member has a
+// namespace "shared".
+func shareMembers(t *testing.T) (ns string, names []fxcluster.ClusterName, members map[fxcluster.ClusterName]*rest.Config, kubes map[fxcluster.ClusterName]kubernetes.Interface) {
 	t.Helper()
+	own := testenv.Config(t)
+	ns = testenv.Namespace(t, kubernetes.NewForConfigOrDie(own), "share")
+	cps := testenv.Members(t, 2)
+	configs := []*rest.Config{cps[0].Config, cps[1].Config, own}
 	buckets, err := fxshard.NewBuckets(2)
 	require.NoError(t, err)
 	members, kubes = map[fxcluster.ClusterName]*rest.Config{}, map[fxcluster.ClusterName]kubernetes.Interface{}
@@ -325,7 +320,7 @@ func shareMembers(t *testing.T, configs []*rest.Config) (names []fxcluster.Clust
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	return names, members, kubes
+	return ns, names, members, kubes
 }
 
 // writeSteadily creates and deletes ConfigMaps in namespace "shared" of

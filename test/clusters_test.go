@@ -56,14 +56,9 @@ func TestFleetAcrossClusters(t *testing.T) {
 	requireCopies := func(level string) {
 		t.Helper()
 		for _, name := range []fxcluster.ClusterName{"east", "west"} {
-			require.EventuallyWithT(t, func(c *assert.CollectT) {
-				cm, err := copyIn(name)
-				if !assert.NoError(c, err) {
-					return
-				}
-				assert.Equal(c, map[string]string{"level": level}, cm.Data)
+			requireCopy(t, kubes[name], string(name), ns, level, time.Minute, func(c *assert.CollectT, cm *corev1.ConfigMap) {
 				assert.Equal(c, map[string]string{fleet.CopyLabel: "true", "team": "a"}, cm.Labels)
-			}, time.Minute, 100*time.Millisecond, "the copy in %s", name)
+			})
 		}
 	}
 	requireCopies("1")
@@ -155,17 +150,12 @@ func TestMemberAPIServerStoppedFailsAloneAndRecovers(t *testing.T) {
 	}
 	_, err := ownKube.CoreV1().ConfigMaps(ns).Create(ctx, source, metav1.CreateOptions{})
 	require.NoError(t, err)
-	requireCopy := func(name fxcluster.ClusterName, level string, within time.Duration) {
+	requireCopyIn := func(name fxcluster.ClusterName, level string, within time.Duration) {
 		t.Helper()
-		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			cm, err := kubes[name].CoreV1().ConfigMaps(ns).Get(ctx, "settings", metav1.GetOptions{})
-			if assert.NoError(c, err) {
-				assert.Equal(c, map[string]string{"level": level}, cm.Data)
-			}
-		}, within, 100*time.Millisecond, "the copy in %s", name)
+		requireCopy(t, kubes[name], string(name), ns, level, within)
 	}
-	requireCopy("east", "1", time.Minute)
-	requireCopy("west", "1", time.Minute)
+	requireCopyIn("east", "1", time.Minute)
+	requireCopyIn("west", "1", time.Minute)
 	state := func(name fxcluster.ClusterName) fxcluster.ClusterInfo {
 		for _, info := range f.Clusters() {
 			if info.Name == name {
@@ -191,7 +181,7 @@ func TestMemberAPIServerStoppedFailsAloneAndRecovers(t *testing.T) {
 	source.Data = map[string]string{"level": "2"}
 	_, err = ownKube.CoreV1().ConfigMaps(ns).Update(ctx, source, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	requireCopy("west", "2", time.Minute)
+	requireCopyIn("west", "2", time.Minute)
 	assert.Equal(t, fxcluster.Ready, state("west").State)
 	assert.Equal(t, 200, testenv.Status(probes, "/readyz"))
 	status, body := testenv.Get(probes, "/readyz/"+fxcluster.CheckName("east"))
@@ -205,7 +195,24 @@ func TestMemberAPIServerStoppedFailsAloneAndRecovers(t *testing.T) {
 	assert.Equal(t, 1, state("east").Attempts, "east recovered without joining anew")
 	// Its reconcile of level 2 failed while the server was away, and is
 	// retried with controller-runtime's backoff.
-	requireCopy("east", "2", 2*time.Minute)
+	requireCopyIn("east", "2", 2*time.Minute)
 	t.Logf("east failing %s after its API server stopped; ready %s after it was started again, and caught up %s after",
 		failingAfter.Round(time.Millisecond), readyAfter.Round(time.Millisecond), time.Since(restarted).Round(time.Millisecond))
+}
+
+// requireCopy waits within for the fleet's copy of ConfigMap "settings"
+// in ns, at member's kube, to hold level, and for each check to pass on
+// it.
+func requireCopy(t *testing.T, kube kubernetes.Interface, member, ns, level string, within time.Duration, checks ...func(*assert.CollectT, *corev1.ConfigMap)) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		cm, err := kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "settings", metav1.GetOptions{})
+		if !assert.NoError(c, err) {
+			return
+		}
+		assert.Equal(c, map[string]string{"level": level}, cm.Data)
+		for _, check := range checks {
+			check(c, cm)
+		}
+	}, within, 100*time.Millisecond, "the copy in %s", member)
 }
