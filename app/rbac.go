@@ -148,7 +148,14 @@ func (a *app) ownRBAC(d declared, saNamespace, saName string, mapper meta.RESTMa
 	// The coordinators of sharded stores and of member clusters shared
 	// out watch their group's Leases, take and renew bucket Leases, and
 	// delete their member Lease (and crashed members').
-	if ns := shards.Info().Namespace; len(sharded) > 0 || a.flags.shardClusters {
+	var coordinated []string
+	if len(sharded) > 0 {
+		coordinated = append(coordinated, shards.Info().Namespace)
+	}
+	if share := d.fleet.Sharing(); share != nil {
+		coordinated = append(coordinated, share.Namespace)
+	}
+	for _, ns := range coordinated {
 		ns = cmp.Or(ns, saNamespace)
 		if inNamespace[ns] == nil {
 			inNamespace[ns] = rbacScope{}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fxkube/fxkube/fxcluster"
 	"github.com/fxkube/fxkube/fxcontroller"
 	"github.com/fxkube/fxkube/fxshard"
 	"github.com/fxkube/fxkube/fxstore"
@@ -116,6 +117,20 @@ func TestRBACForShards(t *testing.T) {
 	defaulted, err := execute(t, []fx.Option{shardedWidgets}, "rbac", "--service-account", "ops/demo")
 	require.NoError(t, err)
 	assert.Equal(t, out, defaulted)
+}
+
+// An app whose fleet shares its members out needs its group's Leases in
+// the namespace the fleet's options name, whoever set them: a module
+// here, not --shard-clusters.
+func TestRBACForAFleetSharedOutByAModule(t *testing.T) {
+	share := fx.Supply(fxcluster.Options{Share: &fxshard.Config{Name: "demo-clusters", Namespace: "fleet", Buckets: 4}})
+	out, err := execute(t, []fx.Option{share}, "rbac", "--service-account", "ops/demo")
+	require.NoError(t, err)
+	objs, docs := rbacObjects(t, out)
+	require.Contains(t, objs, rbacObject{"Role", "fleet", "demo"})
+	var leases rbacv1.Role
+	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[slices.Index(objs, rbacObject{"Role", "fleet", "demo"})]), &leases))
+	assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create", "delete", "get", "list", "update", "watch"}}}, leases.Rules)
 }
 
 // A controller that waits for its kind keeps its rules in rbac, and the

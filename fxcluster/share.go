@@ -111,6 +111,10 @@ func (f *Fleet) newCoordinator() (*fxshard.Coordinator, error) {
 	return c, nil
 }
 
+// Sharing returns how the fleet shares its members out among replicas,
+// its Leases' namespace defaulted; nil when it does not.
+func (f *Fleet) Sharing() *fxshard.Config { return f.opts.Share }
+
 // bucketOf returns the bucket of the member name, or 0 when the fleet
 // does not share.
 func (f *Fleet) bucketOf(name ClusterName) int {
