@@ -12,7 +12,6 @@ import (
 	"github.com/fxkube/fxkube/connection"
 	"github.com/fxkube/fxkube/fxshard"
 	"github.com/fxkube/fxkube/internal/contract"
-	"github.com/fxkube/fxkube/internal/podnamespace"
 	"github.com/fxkube/fxkube/lifecycle"
 )
 
@@ -75,11 +74,8 @@ func newFleet(p fleetParams) (*Fleet, error) {
 	// No namespace for the Leases fails the start, not describe or rbac.
 	var nsErr error
 	if o.Share != nil && o.Leases == nil {
-		share := *o.Share
-		share.Namespace, nsErr = podnamespace.Default(share.Namespace, podnamespace.Path, "sharing member clusters out", "shard-namespace")
-		if nsErr != nil {
-			share.Namespace = "unknown"
-		}
+		var share fxshard.Config
+		share, nsErr = fxshard.DefaultNamespace(*o.Share, "sharing member clusters out")
 		if p.Connection == nil {
 			return nil, errors.New("fxcluster: Options.Share needs the app's connection, or Options.Leases")
 		}

@@ -89,14 +89,7 @@ func newShards(p params) *Shards {
 	if cfg.Logger == nil && p.Logger != nil {
 		cfg.Logger = p.Logger.Named("fxshard")
 	}
-	ns, nsErr := podnamespace.Default(cfg.Namespace, podnamespace.Path, "sharding", "shard-namespace")
-	if nsErr == nil {
-		cfg.Namespace = ns
-	} else {
-		// Start fails with nsErr; until then the coordinator, which does
-		// nothing before it runs, needs a valid name.
-		cfg.Namespace = "unknown"
-	}
+	cfg, nsErr := DefaultNamespace(cfg, "sharding")
 	kube, err := LeaseClient(p.Connection, cfg)
 	if err != nil {
 		return &Shards{registry: p.Registry, err: err}
@@ -107,6 +100,20 @@ func newShards(p params) *Shards {
 	}
 	s.namespaceErr = nsErr
 	return s
+}
+
+// DefaultNamespace returns cfg with the namespace of its Leases
+// defaulted to the pod's, for what purpose names in the error. Outside a
+// cluster without one (--shard-namespace), it returns an error, and cfg
+// with the namespace "unknown": a coordinator, which does nothing before
+// it runs, needs a valid one until its start fails with the error.
+func DefaultNamespace(cfg Config, purpose string) (Config, error) {
+	ns, err := podnamespace.Default(cfg.Namespace, podnamespace.Path, purpose, "shard-namespace")
+	if err != nil {
+		ns = "unknown"
+	}
+	cfg.Namespace = ns
+	return cfg, err
 }
 
 // LeaseClient returns a client of conn's cluster for the Leases of the
